@@ -1,0 +1,101 @@
+"""Validated configuration: `config/survey.toml` loaded into pydantic models.
+
+Every key is documented in the commented sample `config/survey.toml`. Errors name the
+file, the dotted key and the reason, and raise :class:`UsageError` (exit 2).
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import UsageError
+
+#: Where the CLI looks when neither --config nor NETSURVEY_CONFIG is given.
+DEFAULT_CONFIG_PATH = Path("config/survey.toml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseConfig(_Strict):
+    #: libpq connection string; empty = embedded pgserver. NETSURVEY_DSN / --dsn override it.
+    dsn: str = ""
+    #: Data directory of the embedded PostgreSQL (relative to the working directory).
+    data_dir: Path = Path(".netsurvey/pgdata")
+
+
+class TargetsConfig(_Strict):
+    #: Import nothing if more than this share (0..1) of the non-blank lines is malformed.
+    max_bad_share: float = Field(0.01, ge=0.0, le=1.0)
+
+
+def _networks(values: list[str]) -> list[str]:
+    for v in values:
+        ipaddress.ip_network(v, strict=False)  # raises ValueError with a clear reason
+    return values
+
+
+class EtiquetteConfig(_Strict):
+    """Scanner etiquette shared by every scanner."""
+
+    #: Only addresses inside these networks are ever contacted. The default is the
+    #: testbed's ranges; a real campaign sets e.g. ["0.0.0.0/0", "::/0"].
+    allow: list[str] = ["198.18.0.0/15", "2001:2::/48"]
+    #: Never contacted even if allowed (reserved ranges, opt-outs).
+    block: list[str] = []
+    #: Extra blocklist / opt-out files, one network per line, '#' comments.
+    blocklist_files: list[Path] = []
+    #: Global probe rate limit in packets (or connections) per second.
+    rate_pps: float = Field(10_000, gt=0)
+    #: Per-destination-address limit in probes per second.
+    per_destination_pps: float = Field(20, gt=0)
+    #: Contact string added to any HTTP User-Agent the scanners send.
+    contact: str = "netsurvey research scan; see https://example.test/optout"
+
+    _check_allow = field_validator("allow", "block")(classmethod(lambda cls, v: _networks(v)))
+
+
+class SurveyConfig(_Strict):
+    database: DatabaseConfig = DatabaseConfig()
+    targets: TargetsConfig = TargetsConfig()
+    etiquette: EtiquetteConfig = EtiquetteConfig()
+    #: Per-scanner option tables ([scanners.tfo], [scanners.tls], ...), validated by each scanner.
+    scanners: dict[str, dict] = {}
+
+
+def _format_validation_error(path: Path, err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    return f"{path}: {key}: {first['msg']}"
+
+
+def load_config(path: Optional[Path] = None) -> SurveyConfig:
+    """Load and validate the survey config.
+
+    ``path`` None means: $NETSURVEY_CONFIG, else ./config/survey.toml if it exists, else
+    built-in defaults.
+    """
+    explicit = path is not None or "NETSURVEY_CONFIG" in os.environ
+    if path is None:
+        path = Path(os.environ.get("NETSURVEY_CONFIG", DEFAULT_CONFIG_PATH))
+    if not path.exists():
+        if explicit:
+            raise UsageError(f"{path}: config file not found")
+        return SurveyConfig()
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return SurveyConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise UsageError(_format_validation_error(path, exc)) from None

@@ -1,0 +1,132 @@
+"""One results writer for every scanner: buffered, batched COPY into PostgreSQL.
+
+Rows are buffered in memory (at most ``batch_rows``) and written with ``COPY ... FROM
+STDIN`` — binary format when the column types are given, text otherwise — each batch in
+its own transaction, so a crash loses at most the unflushed buffer. Buffers are flushed
+on :meth:`ResultWriter.close`, on leaving the ``with`` block, and on SIGTERM/SIGINT
+(see :func:`flush_all_on_signal`).
+
+Example::
+
+    with ResultWriter(db, "tfo_probe", ["run_id", "address", "cookie"],
+                      types=["int8", "inet", "bytea"]) as w:
+        w.write((run_id, "198.18.3.1", b"\\x01..."))
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import weakref
+from typing import Any, Iterable, Optional, Sequence
+
+import psycopg
+from psycopg import sql
+
+from .db import Database
+
+_OPEN_WRITERS: "weakref.WeakSet[ResultWriter]" = weakref.WeakSet()
+
+
+class ResultWriter:
+    """Buffered COPY writer for one table.
+
+    :param db: the database (or an open psycopg connection to reuse).
+    :param table: target table name.
+    :param columns: column names in row order.
+    :param types: PostgreSQL type names per column (enables binary COPY), or None for text COPY.
+    :param batch_rows: rows buffered before a flush.
+    """
+
+    def __init__(
+        self,
+        db: Database | psycopg.Connection,
+        table: str,
+        columns: Sequence[str],
+        *,
+        types: Optional[Sequence[str]] = None,
+        batch_rows: int = 10_000,
+    ):
+        if types is not None and len(types) != len(columns):
+            raise ValueError("types must match columns")
+        self._own_conn = isinstance(db, Database)
+        self._conn = db.connect() if isinstance(db, Database) else db
+        self.table = table
+        self.columns = list(columns)
+        self.types = list(types) if types else None
+        self.batch_rows = batch_rows
+        self._buf: list[Sequence[Any]] = []
+        self._lock = threading.Lock()
+        self.rows_written = 0
+        self.closed = False
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in self.columns)
+        fmt = sql.SQL(" (FORMAT BINARY)") if self.types else sql.SQL("")
+        self._copy_sql = sql.SQL("COPY {} ({}) FROM STDIN{}").format(sql.Identifier(table), cols, fmt)
+        _OPEN_WRITERS.add(self)
+
+    def write(self, row: Sequence[Any]) -> None:
+        """Buffer one row (a tuple in column order); flushes when the batch is full."""
+        self._buf.append(row)
+        if len(self._buf) >= self.batch_rows:
+            self.flush()
+
+    def write_many(self, rows: Iterable[Sequence[Any]]) -> None:
+        for row in rows:
+            self.write(row)
+
+    def flush(self) -> int:
+        """Write the buffer in one COPY transaction. Returns the number of rows written."""
+        with self._lock:
+            if not self._buf:
+                return 0
+            rows, self._buf = self._buf, []
+            with self._conn.transaction():
+                with self._conn.cursor().copy(self._copy_sql) as copy:
+                    if self.types:
+                        copy.set_types(self.types)
+                    for row in rows:
+                        copy.write_row(row)
+            self.rows_written += len(rows)
+            return len(rows)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.closed = True
+            _OPEN_WRITERS.discard(self)
+            if self._own_conn:
+                self._conn.close()
+
+    def __enter__(self) -> "ResultWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+
+def flush_all_open() -> int:
+    """Flush every open writer; returns rows written. Used on signals."""
+    total = 0
+    for w in list(_OPEN_WRITERS):
+        if not w.closed:
+            try:
+                total += w.flush()
+            except psycopg.Error:
+                pass
+    return total
+
+
+def flush_all_on_signal(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> None:
+    """Install handlers that flush every open writer, then exit as the signal asks."""
+
+    def handler(signum, frame):
+        flush_all_open()
+        signal.signal(signum, signal.SIG_DFL)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    for s in signals:
+        signal.signal(s, handler)
