@@ -10,7 +10,10 @@ Example::
 
     with ResultWriter(db, "tfo_probe", ["run_id", "address", "cookie"],
                       types=["int8", "inet", "bytea"]) as w:
-        w.write((run_id, "198.18.3.1", b"\\x01..."))
+        w.write((run_id, ipaddress.ip_address("198.18.3.1"), b"\\x01..."))
+
+With binary COPY, values must be the Python types psycopg dumps for the declared type
+(``ipaddress`` objects for inet, ``bytes`` for bytea, ``datetime`` for timestamptz).
 """
 from __future__ import annotations
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Build the pinned Go tools into tools/go/bin/.
+#
+#   scripts/build_go_tools.sh [composecheck|zgrab2|zdns|all] ...   (default: all)
+#
+# Versions are pinned in ONE place: tools/go/go.mod + go.sum (tools/go/tools.go holds
+# the blank imports that keep zgrab2 and zdns in the module graph). Idempotent: a tool
+# is rebuilt only when its binary is missing or older than go.mod, go.sum or the
+# module's own Go sources. Works from a clean clone (bin/ is gitignored); needs Go and
+# the Go module proxy (or a warm module cache). Prints the binary path(s) on stdout.
+#
+# Env: GO (go binary, default `go`), FORCE=1 to rebuild regardless.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+moddir="$root/tools/go"
+bindir="$moddir/bin"
+GO=${GO:-go}
+# go.sum is committed; -mod=mod lets the build fill in anything the local Go version
+# wants to record without failing (it never changes the pinned versions).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+export CGO_ENABLED=${CGO_ENABLED:-0}
+
+if ! command -v "$GO" >/dev/null 2>&1; then
+  echo "build_go_tools: '$GO' not found; install Go >= 1.24" >&2
+  exit 127
+fi
+
+pkg_of() {
+  case "$1" in
+    composecheck) echo "./cmd/composecheck" ;;
+    zgrab2)       echo "github.com/zmap/zgrab2/cmd/zgrab2" ;;
+    zdns)         echo "github.com/zmap/zdns/v2" ;;
+    *) return 1 ;;
+  esac
+}
+
+# True if $1 is older than go.mod, go.sum or any local Go source of the module.
+stale() {
+  local bin="$1"
+  [ -x "$bin" ] || return 0
+  [ "${FORCE:-0}" = 1 ] && return 0
+  [ "$moddir/go.mod" -nt "$bin" ] && return 0
+  [ "$moddir/go.sum" -nt "$bin" ] && return 0
+  [ "$root/scripts/build_go_tools.sh" -nt "$bin" ] && return 0
+  local newer
+  newer=$(find "$moddir" -path "$bindir" -prune -o -name '*.go' -newer "$bin" -print -quit)
+  [ -n "$newer" ]
+}
+
+build() {
+  local tool="$1" pkg bin tmp start
+  pkg=$(pkg_of "$tool") || { echo "build_go_tools: unknown tool '$tool' (composecheck|zgrab2|zdns|all)" >&2; exit 2; }
+  bin="$bindir/$tool"
+  if ! stale "$bin"; then
+    echo "build_go_tools: $tool up to date" >&2
+    echo "$bin"
+    return 0
+  fi
+  mkdir -p "$bindir"
+  start=$(date +%s)
+  echo "build_go_tools: building $tool ($pkg)" >&2
+  # Build to a temp name and rename, so an interrupted build never leaves a binary
+  # that looks fresh, and concurrent callers never see a half-written file.
+  tmp=$(mktemp "$bindir/.$tool.XXXXXX")
+  if ! (cd "$moddir" && "$GO" build -trimpath -o "$tmp" "$pkg"); then
+    rm -f "$tmp"
+    echo "build_go_tools: building $tool failed" >&2
+    exit 1
+  fi
+  chmod 755 "$tmp"
+  mv -f "$tmp" "$bin"
+  echo "build_go_tools: built $tool in $(( $(date +%s) - start )) s" >&2
+  echo "$bin"
+}
+
+[ $# -eq 0 ] && set -- all
+for arg in "$@"; do
+  case "$arg" in
+    all) for t in composecheck zgrab2 zdns; do build "$t"; done ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) build "$arg" ;;
+  esac
+done

@@ -1,0 +1,69 @@
+"""Shared fixtures: a real PostgreSQL (embedded pgserver, or $NETSURVEY_DSN) with one fresh
+database per test. No database mocks."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from netsurvey.db import Database  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def server_dsn(tmp_path_factory) -> str:
+    """DSN of the test server: $NETSURVEY_DSN, else an embedded server in a temp dir."""
+    if os.environ.get("NETSURVEY_DSN"):
+        return os.environ["NETSURVEY_DSN"]
+    data_dir = tmp_path_factory.mktemp("pg") / "pgdata"
+    db = Database.resolve(None, data_dir)
+    yield db.dsn
+    from netsurvey.db import stop_embedded
+
+    stop_embedded(data_dir)
+
+
+def _create_database(server_dsn: str) -> str:
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(server_dsn, dbname=name)
+
+
+@pytest.fixture
+def empty_db(server_dsn) -> Database:
+    """A fresh, empty database (no migrations)."""
+    return Database(dsn=_create_database(server_dsn))
+
+
+@pytest.fixture
+def db(empty_db) -> Database:
+    """A fresh database with every migration applied."""
+    empty_db.migrate()
+    return empty_db
+
+
+def run_cli(*args: str, dsn: str | None = None, cwd: Path | None = None, env: dict | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real `netsurvey` command (python -m netsurvey.cli) and capture its output."""
+    e = dict(os.environ)
+    e.pop("NETSURVEY_DSN", None)
+    if dsn:
+        e["NETSURVEY_DSN"] = dsn
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "netsurvey.cli", *args], cwd=cwd or REPO, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def needs_root():
+    return pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                              reason="needs root and iproute2 (network namespaces)")

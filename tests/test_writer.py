@@ -1,0 +1,62 @@
+"""The shared results writer: binary and text COPY, batching, flush on close and on signal."""
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from netsurvey.writer import ResultWriter
+
+
+def make_table(db):
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE obs (run_id bigint, address inet, cookie bytea, rtt_ms double precision, note text)")
+
+
+def count(db):
+    with db.connect() as conn:
+        return conn.execute("SELECT count(*) FROM obs").fetchone()[0]
+
+
+def test_binary_copy_roundtrip_and_batching(db):
+    make_table(db)
+    w = ResultWriter(db, "obs", ["run_id", "address", "cookie", "rtt_ms", "note"],
+                     types=["int8", "inet", "bytea", "float8", "text"], batch_rows=100)
+    for i in range(250):
+        w.write((i, ipaddress.ip_address(f"198.18.0.{i % 250}"), bytes([i % 256]) * 8, i / 10, None))
+    assert count(db) == 200          # two full batches flushed, 50 buffered
+    w.close()
+    assert count(db) == 250
+    with db.connect() as conn:
+        row = conn.execute("SELECT host(address), cookie, rtt_ms FROM obs WHERE run_id = 7").fetchone()
+    assert row == ("198.18.0.7", b"\x07" * 8, 0.7)
+
+
+def test_text_copy_and_context_manager(db):
+    make_table(db)
+    with ResultWriter(db, "obs", ["run_id", "note"]) as w:
+        w.write_many((i, f"n{i}") for i in range(10))
+    assert count(db) == 10
+
+
+def test_flush_on_sigterm(db):
+    make_table(db)
+    code = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from netsurvey.db import Database
+        from netsurvey.writer import ResultWriter, flush_all_on_signal
+        flush_all_on_signal()
+        w = ResultWriter(Database(dsn={db.dsn!r}), "obs", ["run_id", "note"], types=["int8", "text"], batch_rows=10**6)
+        for i in range(1234):
+            w.write((i, "x"))
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    assert count(db) == 0
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 128 + signal.SIGTERM
+    assert count(db) == 1234
