@@ -135,7 +135,8 @@ class TlsHost(_M):
 
     ``session_timeout`` (s) is nginx ssl_session_timeout: the session-cache lifetime and the
     ticket lifetime hint. ``ticket_key_group`` names a set of 80-byte key files shared by
-    every host in the group (share_group for the session cache likewise);
+    every host in the group (empty = a key of the host's own); ``share_group`` likewise
+    names a session cache shared by every host in it (empty = its own cache);
     ``ticket_rotation`` (s, 0 = never) is how often the testbed rotates the group's key.
     """
 
@@ -145,11 +146,16 @@ class TlsHost(_M):
     session_timeout: int = 300
     session_ids: bool = True
     tickets: bool = True
-    ticket_key_group: str = "default"
+    ticket_key_group: str = ""
     share_group: str = ""
     sans: list[str] = []
     tfo: bool = False
     alt_svc_h3: bool = False
+
+    @property
+    def key_group(self) -> str:
+        """Ticket-key group in effect: the configured one, else the host's own key."""
+        return self.ticket_key_group or self.hostname
 
 
 class TicketKeyGroup(_M):

@@ -1,0 +1,95 @@
+"""`netsurvey testbed up | status | exec | down`."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netsurvey.errors import UsageError
+
+from .model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+testbed_app = typer.Typer(no_args_is_help=True,
+                          help="A mini-Internet of real servers in network namespaces (needs root).")
+out = Console()
+err = Console(stderr=True)
+
+_CONFIG_OPT = typer.Option(None, "--config", help="Testbed config (default: config/testbed.toml).")
+
+
+def _testbed(config: Optional[Path]):
+    from .manager import State, Testbed
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    if config is None:
+        st = State.load()
+        config = Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG
+    return Testbed(load_testbed_config(config), config)
+
+
+@testbed_app.command("up")
+def up(config: Optional[Path] = _CONFIG_OPT) -> None:
+    """Create namespaces and start every server (idempotent)."""
+    tb = _testbed(config)
+    try:
+        tb.up(log=lambda m: err.print(m))
+    except Exception as exc:
+        from .manager import down
+
+        err.print(f"netsurvey: error: testbed up failed: {exc}")
+        down(log=lambda m: err.print(m))
+        raise typer.Exit(1)
+
+
+@testbed_app.command("status")
+def status(as_json: bool = typer.Option(False, "--json", help="Print state and ground truth as JSON."),
+           config: Optional[Path] = _CONFIG_OPT) -> None:
+    """What runs, and the ground truth of every host."""
+    st = _testbed(config).status()
+    if as_json:
+        print(json.dumps(st, indent=1, default=str))
+        return
+    out.print(f"testbed is {'UP' if st['up'] else 'DOWN'} (state in {st['state_dir']})")
+    t = Table("process", "namespace", "pid", "running")
+    for p in st["processes"]:
+        t.add_row(p["name"], p["namespace"], str(p["pid"]), "yes" if p["running"] else "NO")
+    out.print(t)
+    gt = st["ground_truth"]
+    h = Table("TLS host", "addresses", "versions", "timeout s", "ids", "tickets", "key group", "share")
+    for x in gt["tls_hosts"]:
+        h.add_row(x["hostname"], " ".join(x["addresses"]), ",".join(x["versions"]), str(x["session_timeout"]),
+                  str(x["session_ids"]), str(x["tickets"]), x["ticket_key_group"], x["share_group"])
+    out.print(h)
+    f = Table("TCP host", "addresses", "TFO", "key group")
+    for x in gt["tfo_hosts"]:
+        f.add_row(x["hostname"], " ".join(x["addresses"]), str(x["tfo"]), str(x["key_group"]))
+    out.print(f)
+    out.print("full ground truth: netsurvey testbed status --json")
+
+
+@testbed_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(cmd: List[str] = typer.Argument(..., help="Command to run in the vantage namespace.")) -> None:
+    """Run CMD in the vantage namespace with the testbed's resolver and CA trusted."""
+    tb = _testbed(None)
+    env = dict(os.environ)
+    env.update(tb.exec_env())
+    argv = tb.exec_argv(cmd)
+    sys.stdout.flush()
+    os.execvpe(argv[0], argv, env)
+
+
+@testbed_app.command("down")
+def down_cmd() -> None:
+    """Stop every process and remove every namespace the testbed made."""
+    from .manager import down
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    down(log=lambda m: err.print(m))
