@@ -451,18 +451,20 @@ def ecs_expected(cfg: TestbedConfig, name: str, client: str) -> tuple[str, int]:
 def dns_ground_truth(cfg: TestbedConfig) -> dict:
     """What the testbed's DNS answers, as plain JSON-able data:
 
-    ``names``: {name: {type: {"ttl": int, "values": [...]}}} for every zone record
-    (ECS names list their default answer); ``ecs``: {name: {"ttl", "default", "scopes":
+    ``names``: {name: {type: {"ttl": int, "values": [...], "zone": str}}} for every
+    client-independent zone record (ECS and load-balanced names are not here); ``ecs``: {name: {"ttl", "default", "scopes":
     [{"subnet", "address", "scope"}]}} (scope = prefix length, default scope 0);
     ``load_balanced``: {name: {"ttl", "pool", "policy", "answers_per_query": 1}};
     ``zones``: {zone: {"parent", "ns", "delegated_by"}}; plus server addresses.
     """
     d = cfg.dns
     zones = zone_records(cfg)
+    ecs_names = {_norm(e.name) for e in d.ecs}
     names: dict[str, dict] = {}
     for z, recs in zones.items():
         for (owner, rtype), rr in recs.items():
-            if rr["source"] in ("delegation", "glue"):
+            # Delegations/glue are in "zones"; ECS names' answers depend on the client.
+            if rr["source"] in ("delegation", "glue") or owner in ecs_names:
                 continue
             names.setdefault(owner, {})[rtype] = {"ttl": rr["ttl"], "values": list(rr["values"]),
                                                   "zone": z}

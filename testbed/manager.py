@@ -350,7 +350,12 @@ class Testbed:
             "tfo_hosts": [dict(h.model_dump(), tfo=cfg.namespace(h.namespace).tfo,
                                key_group=h.namespace if cfg.namespace(h.namespace).tfo else None)
                           for h in cfg.tfo_hosts],
-            "tls_hosts": [h.model_dump() for h in cfg.tls_hosts],
+            "tls_hosts": [dict(h.model_dump(), key_group=h.key_group,
+                               # OpenSSL with tickets off sends stateful TLS 1.3 tickets
+                               # (the 32-byte session id) when the session cache is on
+                               tls13_ticket=("stateless" if h.tickets else
+                                             "stateful-session-id" if h.session_ids else "none"))
+                          for h in cfg.tls_hosts],
             "ticket_key_groups": groups,
             "quic_hosts": [h.model_dump() for h in cfg.quic_hosts],
             "web": [w.model_dump() for w in cfg.web],
