@@ -1,0 +1,87 @@
+"""Benchmark the shared results writer over 1M rows (5 columns), side by side with
+psycopg's plain executemany, in one run, against the embedded PostgreSQL.
+
+Prints rows/s and peak RSS growth (MiB) for: ResultWriter binary COPY, ResultWriter text
+COPY, and executemany (on 100k rows; its rate is the baseline the ratio is taken against).
+
+Usage: python bench/bench_writer.py [--rows 1000000]
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import resource
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+
+from netsurvey.db import Database, stop_embedded  # noqa: E402
+from netsurvey.writer import ResultWriter  # noqa: E402
+
+COLS = ["run_id", "address", "port", "cookie", "rtt_ms"]
+TYPES = ["int8", "inet", "int4", "bytea", "float8"]
+
+
+def rows(n: int, binary: bool):
+    base = int(ipaddress.ip_address("198.19.0.0"))
+    for i in range(n):
+        a = ipaddress.ip_address(base + (i & 0xFFFF))
+        yield (1, a if binary else str(a), 443, (i & 0xFFFFFFFF).to_bytes(8, "big"), i * 0.001)
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dsn", default=None)
+    a = ap.parse_args()
+    tmp = None
+    if a.dsn:
+        server = a.dsn
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="ns-bench-")) / "pgdata"
+        server = Database.resolve(None, tmp).dsn
+    name = "bench_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    db = Database(make_conninfo(server, dbname=name))
+    with db.connect(autocommit=True) as c:
+        c.execute("CREATE UNLOGGED TABLE b (run_id bigint, address inet, port int, cookie bytea, rtt_ms float8)")
+    results = []
+    for label, binary, n in [("ResultWriter COPY binary", True, a.rows), ("ResultWriter COPY text", False, a.rows),
+                             ("psycopg executemany", False, min(a.rows, 100_000))]:
+        with db.connect(autocommit=True) as c:
+            c.execute("TRUNCATE b")
+        before = rss_mib()
+        t0 = time.perf_counter()
+        if label.startswith("ResultWriter"):
+            with ResultWriter(db, "b", COLS, types=TYPES if binary else None, batch_rows=50_000) as w:
+                for r in rows(n, binary):
+                    w.write(r)
+        else:
+            with db.connect() as c:
+                c.cursor().executemany("INSERT INTO b VALUES (%s,%s,%s,%s,%s)", list(rows(n, False)))
+        dt = time.perf_counter() - t0
+        with db.connect() as c:
+            assert c.execute("SELECT count(*) FROM b").fetchone()[0] == n
+        results.append((label, n, n / dt, rss_mib() - before))
+    base = results[-1][2]
+    print(f"{'method':28} {'rows':>9} {'rows/s':>11} {'x executemany':>14} {'peak RSS +MiB':>14}")
+    for label, n, rate, mem in results:
+        print(f"{label:28} {n:9d} {rate:11,.0f} {rate / base:14.1f} {mem:14.1f}")
+    if tmp:
+        stop_embedded(tmp)
+
+
+if __name__ == "__main__":
+    main()

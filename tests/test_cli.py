@@ -1,0 +1,92 @@
+"""CLI end to end (the real command in a subprocess): the README's sequence, error paths
+(one line on stderr, exit 2, nothing written) and config validation."""
+import json
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_readme_sequence(db, tmp_path):
+    assert run_cli("db", "up", dsn=db.dsn).returncode == 0
+    r = run_cli("targets", "import", "tests/data/sample_top.csv", "--list", "sample", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("sql", "select count(*) as n from target", "--format", "json", dsn=db.dsn)
+    assert json.loads(r.stdout) == [{"n": 22}]
+    r = run_cli("sql", "select rank, hostname from target order by rank limit 2", "--format", "csv", dsn=db.dsn)
+    assert r.stdout.splitlines() == ["rank,hostname", "1,www.example.test", "2,example.test"]
+
+
+@pytest.mark.parametrize("query", ["delete from target", "select 1; commit; delete from target",
+                                   "create table x (a int)", "update target set rank = rank + 1"])
+def test_sql_refuses_writes(db, query):
+    run_cli("targets", "import", "tests/data/sample_top.csv", "--list", "s", dsn=db.dsn)
+    r = run_cli("sql", query, dsn=db.dsn)
+    assert r.returncode == 2
+    assert r.stderr.startswith("netsurvey: error:") and len(r.stderr.strip().splitlines()) == 1
+    with db.connect() as conn:
+        assert conn.execute("select count(*) from target").fetchone()[0] == 22
+
+
+def assert_usage_error(r, fragment):
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert fragment in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_inputs_exit_2(db, tmp_path):
+    assert_usage_error(run_cli("targets", "import", "nope.csv", "--list", "x", dsn=db.dsn), "nope.csv: file not found")
+    assert_usage_error(run_cli("targets", "import", "tests/data/sample_top.csv", "--list", "x", "--date", "2026-13-01",
+                               dsn=db.dsn), "--date")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,ok.test\nfoo\n2,b..test\n")
+    assert_usage_error(run_cli("targets", "import", str(bad), "--list", "x", dsn=db.dsn), "bad.csv:2:")
+    assert_usage_error(run_cli("sql", "select 1", "--format", "xml", dsn=db.dsn), "--format")
+    with db.connect() as conn:
+        assert conn.execute("select count(*) from target_list").fetchone()[0] == 0
+
+
+def test_config_errors_name_file_key_reason(db, tmp_path):
+    c = tmp_path / "survey.toml"
+    c.write_text("[etiquette]\nrate_pps = -5\n")
+    assert_usage_error(run_cli("--config", str(c), "targets", "list", dsn=db.dsn), f"{c}: etiquette.rate_pps:")
+    c.write_text("[etiquette]\nallow = ['300.1.2.0/24']\n")
+    assert_usage_error(run_cli("--config", str(c), "targets", "list", dsn=db.dsn), "etiquette.allow")
+    c.write_text("[databse]\n")
+    assert_usage_error(run_cli("--config", str(c), "targets", "list", dsn=db.dsn), "databse")
+    c.write_text("[database\n")
+    assert_usage_error(run_cli("--config", str(c), "targets", "list", dsn=db.dsn), "not valid TOML")
+    assert_usage_error(run_cli("--config", str(tmp_path / "missing.toml"), "targets", "list", dsn=db.dsn),
+                       "config file not found")
+
+
+def test_sample_config_is_valid_and_complete():
+    from netsurvey.config import SurveyConfig, load_config
+    from conftest import REPO
+
+    cfg = load_config(REPO / "config" / "survey.toml")
+    assert cfg == SurveyConfig()   # the sample shows every default
+
+
+def test_external_server_unreachable_is_one_line(tmp_path):
+    r = run_cli("db", "status", dsn="postgresql://nobody@/nodb?host=" + str(tmp_path))
+    assert_usage_error(r, "cannot connect to database")
+
+
+def test_db_status_json(db):
+    r = run_cli("db", "status", "--json", dsn=db.dsn)
+    st = json.loads(r.stdout)
+    assert st["pending"] == [] and "target" in st["rows"]
+
+
+def test_demo_on_embedded_database(tmp_path):
+    """`netsurvey demo` from a fresh working directory starts its own embedded database."""
+    import shutil
+    from conftest import REPO
+
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    r = run_cli("demo", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "22 targets" in r.stdout
+    assert (tmp_path / ".netsurvey" / "pgdata").exists()
+    assert run_cli("db", "down", cwd=tmp_path).returncode == 0
