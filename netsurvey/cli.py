@@ -214,10 +214,10 @@ def sql_cmd(
 # -- demo ----------------------------------------------------------------------------
 @app.command("demo")
 def demo_cmd() -> None:
-    """Start the database, import the bundled sample list and show what it holds."""
+    """Start the database, import the sample list, bring up the testbed and show what they hold."""
     from .demo import run_demo
 
-    run_demo(state, out)
+    raise typer.Exit(run_demo(state, out))
 
 
 def _register_subapps() -> None:
