@@ -9,15 +9,18 @@
 # module's own Go sources. Works from a clean clone (bin/ is gitignored); needs Go and
 # the Go module proxy (or a warm module cache). Prints the binary path(s) on stdout.
 #
-# Env: GO (go binary, default `go`), FORCE=1 to rebuild regardless.
+# Env: GO (go binary, default `go`), FORCE=1 to rebuild regardless, GOFLAGS.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 moddir="$root/tools/go"
 bindir="$moddir/bin"
 GO=${GO:-go}
-# go.sum is committed; -mod=mod lets the build fill in anything the local Go version
-# wants to record without failing (it never changes the pinned versions).
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+# go.mod/go.sum are committed and complete (`go mod tidy` covers all three tools), so
+# build read-only: a build never rewrites them. Override with GOFLAGS=-mod=mod.
+case " ${GOFLAGS:-} " in
+  *" -mod="*) ;;
+  *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly" ;;
+esac
 export CGO_ENABLED=${CGO_ENABLED:-0}
 
 if ! command -v "$GO" >/dev/null 2>&1; then
