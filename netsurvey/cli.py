@@ -16,44 +16,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .config import SurveyConfig, load_config
-from .db import Database, stop_embedded
+from .clictx import migrated_db, state
+from .db import stop_embedded
 from .errors import MigrationError, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Survey the connection state Internet protocols keep (TFO, TLS, QUIC, DNS).")
 db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL database: embedded (pgserver) or --dsn.")
 targets_app = typer.Typer(no_args_is_help=True, help="Top lists (Tranco/Alexa rank,domain CSV).")
+scan_app = typer.Typer(no_args_is_help=True, help="Run a scanner (results go to the database).")
 app.add_typer(db_app, name="db")
 app.add_typer(targets_app, name="targets")
+app.add_typer(scan_app, name="scan")
 
 out = Console()
 err = Console(stderr=True)
-
-
-class State:
-    """Options shared by every subcommand (set by the top-level callback)."""
-
-    dsn: Optional[str] = None
-    config_path: Optional[Path] = None
-    _config: Optional[SurveyConfig] = None
-    _db: Optional[Database] = None
-
-    @property
-    def config(self) -> SurveyConfig:
-        if self._config is None:
-            self._config = load_config(self.config_path)
-        return self._config
-
-    @property
-    def db(self) -> Database:
-        if self._db is None:
-            cfg = self.config.database
-            self._db = Database.resolve(self.dsn, cfg.data_dir, cfg.dsn)
-        return self._db
-
-
-state = State()
 
 
 @app.callback()
@@ -65,13 +42,6 @@ def _global(
 ) -> None:
     state.dsn = dsn
     state.config_path = config
-
-
-def migrated_db() -> Database:
-    """The database with every migration applied (scanners call this before writing)."""
-    db = state.db
-    db.migrate()
-    return db
 
 
 # -- db ---------------------------------------------------------------------------
@@ -220,12 +190,56 @@ def demo_cmd() -> None:
     raise typer.Exit(run_demo(state, out))
 
 
-def _register_subapps() -> None:
-    try:
-        from testbed.cli import testbed_app
-    except ImportError:  # pragma: no cover - testbed package is part of the distribution
+# -- plot ----------------------------------------------------------------------------
+@app.command("plot")
+def plot_cmd(
+    name: Optional[str] = typer.Argument(None, help="Figure or table name (see --list)."),
+    runs: list[int] = typer.Option([], "--run", help="scan_run id(s) to use (default: the latest run)."),
+    out_dir: Path = typer.Option(Path("out/figures"), "--out", help="Output directory."),
+    list_: bool = typer.Option(False, "--list", help="List every figure with its source tables."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Write a figure (PNG + SVG + CSV) or table (CSV) from the database; never touches the network."""
+    from analysis.figures import load_all, render
+
+    if list_ or name is None:
+        specs = load_all()
+        if as_json:
+            print(json.dumps([{"name": s.name, "sources": list(s.sources), "thesis": s.thesis,
+                               "description": s.description} for s in specs.values()]))
+            return
+        t = Table("name", "thesis", "source tables", "what")
+        for s in specs.values():
+            t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
+        out.print(t)
         return
+    ctx = render(migrated_db(), name, out_dir, runs)
+    if as_json:
+        print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
+    else:
+        for p in ctx.written:
+            out.print(str(p))
+
+
+#: Packages that add commands: each has a module ``cli`` with ``register(app, scan_app)``.
+PLUGIN_CLIS = ["scanners.tfo.cli", "scanners.tls.cli", "scanners.quic.cli", "scanners.dns.cli",
+               "atlas.cli", "browser_probes.cli", "analysis.cli"]
+
+
+def _register_subapps() -> None:
+    import importlib
+
+    from testbed.cli import testbed_app
+
     app.add_typer(testbed_app, name="testbed")
+    for mod in PLUGIN_CLIS:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        m.register(app, scan_app)
 
 
 _register_subapps()

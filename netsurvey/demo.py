@@ -70,12 +70,32 @@ STEPS: list[tuple[str, Callable]] = [
     ("testbed", _step_testbed),
 ]
 
+#: Later steps: each module has ``STEP`` (a title) and ``run(state, out) -> str`` (a one-line
+#: result); it runs its scanner/probe on the testbed, stores results and writes figures.
+DEMO_MODULES = ["scanners.tfo.demo", "scanners.tls.demo", "scanners.quic.demo", "scanners.dns.demo",
+                "atlas.demo", "browser_probes.demo", "analysis.demo"]
+
+
+def _plugin_steps() -> list[tuple[str, Callable]]:
+    import importlib
+
+    steps = []
+    for mod in DEMO_MODULES:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        steps.append((m.STEP, m.run))
+    return steps
+
 
 def run_demo(state, out: Console) -> int:
     out.rule("netsurvey demo")
     summary = []
     failed = 0
-    for name, fn in STEPS:
+    for name, fn in STEPS + _plugin_steps():
         out.rule(name)
         try:
             summary.append((name, "ok", fn(state, out)))

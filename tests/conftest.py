@@ -67,3 +67,29 @@ def run_cli(*args: str, dsn: str | None = None, cwd: Path | None = None, env: di
 def needs_root():
     return pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                               reason="needs root and iproute2 (network namespaces)")
+
+
+@pytest.fixture(scope="session")
+def _testbed_session():
+    """Brings the machine-wide testbed up once; takes it down at the end only if this
+    session brought it up (a developer's running testbed is left alone)."""
+    if os.geteuid() != 0:
+        pytest.skip("the testbed needs root")
+    from testbed.manager import State, Testbed, down
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    tb = Testbed(load_testbed_config(DEFAULT_TESTBED_CONFIG), DEFAULT_TESTBED_CONFIG)
+    st = State.load()
+    was_up = bool(st and st.complete and tb.healthy(st))
+    yield tb
+    if not was_up and not os.environ.get("NETSURVEY_KEEP_TESTBED"):
+        down(log=lambda *_: None)
+
+
+@pytest.fixture
+def testbed(_testbed_session):
+    """The testbed, up (idempotent, ~ms when already up). Returns the Testbed; its ground
+    truth is ``testbed.status()["ground_truth"]``. Run code in the vantage namespace with
+    ``run_cli("testbed", "exec", "--", ...)`` or ``testbed.exec_argv([...])``."""
+    _testbed_session.up(log=lambda *_: None)
+    return _testbed_session

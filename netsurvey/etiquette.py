@@ -1,0 +1,141 @@
+"""Scanner etiquette in one place, used by every scanner: which addresses may be contacted
+(allow-list, blocklist, opt-out files; checked after DNS resolution), global and
+per-destination rate limits, and the contact string for HTTP User-Agents.
+
+The default allows only the testbed's ranges (198.18.0.0/15, 2001:2::/48); reserved and
+special-purpose ranges are always blocked unless explicitly allowed.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from .config import EtiquetteConfig
+from .errors import UsageError
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Special-purpose ranges (RFC 6890 and successors); never contacted unless a network in
+#: the allow-list is (or lies inside) one of them, as the testbed's benchmarking ranges do.
+RESERVED = [ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+    "::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001::/23", "2001:db8::/32",
+    "fc00::/7", "fe80::/10", "ff00::/8")]
+
+
+def read_network_file(path: Path) -> list[IPNetwork]:
+    """One network per line, '#' comments. Raises UsageError naming file and line."""
+    nets = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read blocklist: {exc.strerror}") from None
+    for i, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            nets.append(ipaddress.ip_network(text, strict=False))
+        except ValueError as exc:
+            raise UsageError(f"{path}:{i}: {exc}") from None
+    return nets
+
+
+@dataclass(frozen=True)
+class TargetPolicy:
+    """Decides whether an address may be contacted."""
+
+    allow: tuple[IPNetwork, ...]
+    block: tuple[IPNetwork, ...]
+
+    @classmethod
+    def from_config(cls, cfg: EtiquetteConfig) -> "TargetPolicy":
+        allow = tuple(ipaddress.ip_network(n, strict=False) for n in cfg.allow)
+        block = [ipaddress.ip_network(n, strict=False) for n in cfg.block]
+        for f in cfg.blocklist_files:
+            block += read_network_file(f)
+        # reserved ranges stay blocked unless an allowed network lies inside them
+        for r in RESERVED:
+            if not any(a.version == r.version and a.subnet_of(r) for a in allow):
+                block.append(r)
+        return cls(allow, tuple(block))
+
+    def reason_blocked(self, address: str) -> str | None:
+        """None if ``address`` may be contacted, else why not ('not-allowed', 'blocklisted')."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return "not-an-address"
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        if not any(ip.version == a.version and ip in a for a in self.allow):
+            return "not-allowed"
+        if any(ip.version == b.version and ip in b for b in self.block):
+            return "blocklisted"
+        return None
+
+    def allowed(self, address: str) -> bool:
+        return self.reason_blocked(address) is None
+
+    def filter(self, addresses: Iterable[str]) -> list[str]:
+        return [a for a in addresses if self.allowed(a)]
+
+
+class RateLimiter:
+    """Token buckets: one global (``rate`` per second) and one per destination address
+    (``per_destination`` per second), both with a burst of one second's worth (min 1).
+    ``await acquire(dest)`` waits until a probe to ``dest`` may be sent."""
+
+    def __init__(self, rate: float, per_destination: float | None = None, max_destinations: int = 100_000):
+        if rate <= 0 or (per_destination is not None and per_destination <= 0):
+            raise UsageError("rate limits must be positive")
+        self.rate = rate
+        self.per_destination = per_destination
+        self._tokens = max(1.0, rate)
+        self._last = time.monotonic()
+        self._dest: OrderedDict[str, float] = OrderedDict()  # dest -> earliest next send time
+        self._max_dest = max_destinations
+        self._lock = asyncio.Lock()
+
+    def _take_global(self) -> float:
+        now = time.monotonic()
+        self._tokens = min(max(1.0, self.rate), self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return 0.0
+        wait = (1 - self._tokens) / self.rate
+        self._tokens -= 1
+        return wait
+
+    async def acquire(self, dest: str | None = None) -> None:
+        async with self._lock:
+            wait = self._take_global()
+            if dest is not None and self.per_destination:
+                now = time.monotonic()
+                nxt = self._dest.get(dest, 0.0)
+                start = max(now + wait, nxt)
+                self._dest[dest] = start + 1.0 / self.per_destination
+                self._dest.move_to_end(dest)
+                if len(self._dest) > self._max_dest:
+                    self._dest.popitem(last=False)
+                wait = start - now
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def take_sync(self) -> float:
+        """Non-async variant for packet engines: seconds to wait before the next packet."""
+        return self._take_global()
+
+
+def user_agent(cfg: EtiquetteConfig, product: str = "netsurvey") -> str:
+    from . import __version__
+
+    return f"{product}/{__version__} (+{cfg.contact})"

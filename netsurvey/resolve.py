@@ -1,0 +1,65 @@
+"""Shared hostname resolution for scanners (through the system resolver, i.e. the testbed's
+unbound inside `netsurvey testbed exec`), asynchronous and bounded."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import dns.asyncresolver
+import dns.exception
+import dns.resolver
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Addresses of one hostname, in answer order. ``error`` is None, 'nxdomain',
+    'no-address' (NODATA), 'servfail', 'timeout' or another short reason."""
+
+    hostname: str
+    ipv4: tuple[str, ...] = ()
+    ipv6: tuple[str, ...] = ()
+    error: Optional[str] = None
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return self.ipv4 + self.ipv6
+
+
+async def _lookup(r: dns.asyncresolver.Resolver, name: str, rdtype: str) -> tuple[tuple[str, ...], Optional[str]]:
+    try:
+        ans = await r.resolve(name, rdtype, search=False)
+        return tuple(a.to_text() for a in ans), None
+    except dns.resolver.NXDOMAIN:
+        return (), "nxdomain"
+    except dns.resolver.NoAnswer:
+        return (), "no-address"
+    except dns.resolver.NoNameservers:
+        return (), "servfail"
+    except dns.exception.Timeout:
+        return (), "timeout"
+    except dns.exception.DNSException as exc:
+        return (), type(exc).__name__
+
+
+async def resolve_many(hostnames: Iterable[str], *, ipv6: bool = True, concurrency: int = 100,
+                       timeout: float = 3.0, nameservers: Optional[list[str]] = None) -> dict[str, Resolution]:
+    """Resolve A (and AAAA) of every hostname. Returns hostname -> Resolution."""
+    r = dns.asyncresolver.Resolver(configure=nameservers is None)
+    if nameservers:
+        r.nameservers = nameservers
+    r.lifetime = timeout
+    sem = asyncio.Semaphore(concurrency)
+    out: dict[str, Resolution] = {}
+
+    async def one(h: str) -> None:
+        async with sem:
+            v4, e4 = await _lookup(r, h, "A")
+            v6, e6 = await _lookup(r, h, "AAAA") if ipv6 else ((), None)
+        err = None
+        if not v4 and not v6:
+            err = e4 if e4 not in (None, "no-address") else (e6 or e4 or "no-address")
+        out[h] = Resolution(h, v4, v6, err)
+
+    await asyncio.gather(*(one(h) for h in dict.fromkeys(hostnames)))
+    return out

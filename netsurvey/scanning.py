@@ -1,0 +1,155 @@
+"""The contract every scanner shares (after zgrab2's modules/<proto>/scanner.go).
+
+A scanner is a class with a ``name`` (the ``scan_run.kind``), an options dataclass, an
+``init(options, ctx)`` and an async ``scan(target) -> ScanOutcome`` that probes one target
+and returns a status and a typed, frozen result record. Everything else — resolution
+(``resolve.py``), the allow/block policy and rate limits (``etiquette.py``), concurrency,
+progress bars, run bookkeeping, resumption and storage through ``ResultWriter`` — is done
+by :func:`run_scan`, so every scanner behaves the same way.
+
+Scanners with their own packet engine (e.g. raw-socket TFO probing) override
+``scan_many`` instead and still return one ``ScanOutcome`` per target.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Optional, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+from .config import SurveyConfig
+from .db import Database
+from .etiquette import RateLimiter, TargetPolicy
+from .runs import Run
+
+
+class ScanStatus(str, enum.Enum):
+    """Outcome of probing one target (zgrab2's status vocabulary plus resolution/policy)."""
+
+    SUCCESS = "success"
+    CONNECTION_REFUSED = "connection-refused"   # RST to the SYN / ICMP unreachable
+    CONNECTION_TIMEOUT = "connection-timeout"   # no answer to the connection attempt
+    CONNECTION_CLOSED = "connection-closed"     # peer closed / reset mid-protocol
+    IO_TIMEOUT = "io-timeout"                   # connected, then silence
+    PROTOCOL_ERROR = "protocol-error"           # peer spoke something unexpected
+    APPLICATION_ERROR = "application-error"     # e.g. TLS alert, HTTP error
+    RESOLUTION_FAILED = "resolution-failed"     # NXDOMAIN, no address, DNS timeout
+    BLOCKED = "blocked"                         # refused by the allow/block policy: never contacted
+    UNKNOWN_ERROR = "unknown-error"
+
+
+@dataclass(frozen=True)
+class ScanTarget:
+    """One thing to probe. ``rank``/``hostname`` come from the top list (None for bare
+    addresses); ``address`` is filled in after resolution; ``port`` is a TCP/UDP port."""
+
+    hostname: Optional[str]
+    address: Optional[str]
+    port: int
+    rank: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ScanOutcome:
+    """Result of one probe: the target, a status, the scanner's typed record (or None) and
+    a short error text for anything but success."""
+
+    target: ScanTarget
+    status: ScanStatus
+    result: Any = None
+    error: Optional[str] = None
+
+
+@dataclass
+class ScanContext:
+    """What ``init`` receives: the database, the open run, config and etiquette."""
+
+    db: Database
+    run: Run
+    config: SurveyConfig
+    policy: TargetPolicy
+    limiter: RateLimiter
+    console: Console = field(default_factory=lambda: Console(stderr=True))
+
+
+class Scanner(ABC):
+    """Base class of every scanner (see module docstring)."""
+
+    #: scan_run.kind, e.g. "tfo", "tls", "quic", "dns-ttl".
+    name: ClassVar[str]
+
+    def init(self, options: Any, ctx: ScanContext) -> None:
+        self.options = options
+        self.ctx = ctx
+
+    @abstractmethod
+    async def scan(self, target: ScanTarget) -> ScanOutcome:
+        """Probe one allowed target (policy already checked by the runner)."""
+
+    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+        """Default engine: ``scan`` with bounded concurrency and the per-destination limit."""
+        sem = asyncio.Semaphore(concurrency)
+        limiter = self.ctx.limiter
+
+        async def one(t: ScanTarget) -> ScanOutcome:
+            async with sem:
+                await limiter.acquire(t.address)
+                try:
+                    return await self.scan(t)
+                except Exception as exc:  # a failing target is recorded, the scan continues
+                    return ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, f"{type(exc).__name__}: {exc}"[:300])
+
+        pending = set()
+        it = iter(targets)
+        for t in it:
+            pending.add(asyncio.ensure_future(one(t)))
+            if len(pending) >= concurrency * 2:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for d in done:
+                    yield d.result()
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for d in done:
+                yield d.result()
+
+    def close(self) -> None:
+        """Release sockets, flush writers."""
+
+
+async def run_scan(
+    scanner: Scanner,
+    targets: Sequence[ScanTarget],
+    store: Callable[[ScanOutcome], None],
+    *,
+    concurrency: int = 100,
+    description: str | None = None,
+    show_progress: bool = True,
+) -> dict[str, int]:
+    """Check the policy for every target, probe the allowed ones through ``scan_many``, hand
+    every outcome (blocked ones included) to ``store``; return counts per status."""
+    ctx = scanner.ctx
+    counts: dict[str, int] = {}
+    allowed: list[ScanTarget] = []
+
+    def record(o: ScanOutcome) -> None:
+        counts[o.status.value] = counts.get(o.status.value, 0) + 1
+        store(o)
+
+    for t in targets:
+        why = ctx.policy.reason_blocked(t.address) if t.address else None
+        if why:
+            record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
+        else:
+            allowed.append(t)
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=ctx.console, transient=True,
+                  disable=not show_progress) as prog:
+        task = prog.add_task(description or f"{scanner.name} scan", total=len(allowed))
+        async for outcome in scanner.scan_many(allowed, concurrency):
+            record(outcome)
+            prog.advance(task)
+    return counts
