@@ -24,12 +24,18 @@ def server_dsn(tmp_path_factory) -> str:
     """DSN of the test server: $NETSURVEY_DSN, else an embedded server in a temp dir."""
     if os.environ.get("NETSURVEY_DSN"):
         return os.environ["NETSURVEY_DSN"]
-    data_dir = tmp_path_factory.mktemp("pg") / "pgdata"
+    import tempfile
+
+    # Not under pytest's basetemp: concurrent pytest sessions prune each other's old
+    # basetemp directories, which would delete a running server's data directory.
+    root = Path(tempfile.mkdtemp(prefix="netsurvey-test-pg-"))
+    data_dir = root / "pgdata"
     db = Database.resolve(None, data_dir)
     yield db.dsn
     from netsurvey.db import stop_embedded
 
     stop_embedded(data_dir)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _create_database(server_dsn: str) -> str:

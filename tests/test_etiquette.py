@@ -1,0 +1,83 @@
+"""Scanner etiquette: allow/block policy (reserved ranges, files), rate limits, and the
+shared runner never contacting blocked targets."""
+import asyncio
+import time
+
+import pytest
+
+from netsurvey.config import EtiquetteConfig
+from netsurvey.errors import UsageError
+from netsurvey.etiquette import RateLimiter, TargetPolicy, read_network_file
+
+
+def test_default_policy_allows_only_testbed():
+    p = TargetPolicy.from_config(EtiquetteConfig())
+    assert p.allowed("198.18.2.10") and p.allowed("198.19.255.1") and p.allowed("2001:2:0:2::10")
+    for a in ("8.8.8.8", "127.0.0.1", "10.0.0.1", "2001:4860::8888", "::ffff:8.8.8.8", "192.168.1.1"):
+        assert p.reason_blocked(a) == "not-allowed", a
+    assert p.reason_blocked("not-an-ip") == "not-an-address"
+
+
+def test_global_allow_still_blocks_reserved_and_blocklist(tmp_path):
+    f = tmp_path / "optout.txt"
+    f.write_text("# opt-outs\n203.0.113.0/24\n93.184.216.0/24  # example\n")
+    p = TargetPolicy.from_config(EtiquetteConfig(allow=["0.0.0.0/0", "::/0"], block=["1.2.3.0/24"],
+                                                 blocklist_files=[f]))
+    assert p.allowed("9.9.9.9")
+    assert p.reason_blocked("1.2.3.4") == "blocklisted"
+    assert p.reason_blocked("93.184.216.34") == "blocklisted"
+    for reserved in ("10.1.1.1", "127.0.0.1", "198.18.0.1", "192.168.0.1", "fe80::1", "2001:db8::1"):
+        assert p.reason_blocked(reserved) == "blocklisted", reserved
+
+
+def test_bad_blocklist_file_names_line(tmp_path):
+    f = tmp_path / "bl.txt"
+    f.write_text("10.0.0.0/8\nnot-a-network\n")
+    with pytest.raises(UsageError, match=r"bl.txt:2:"):
+        read_network_file(f)
+
+
+def test_rate_limiter_holds_global_and_per_destination_rates():
+    async def go():
+        lim = RateLimiter(rate=200, per_destination=20)
+        t0 = time.monotonic()
+        await asyncio.gather(*(lim.acquire(f"198.18.10.{i % 50}") for i in range(600)))
+        glob = time.monotonic() - t0
+        lim2 = RateLimiter(rate=10_000, per_destination=20)
+        t0 = time.monotonic()
+        await asyncio.gather(*(lim2.acquire("198.18.10.1") for _ in range(41)))
+        return glob, time.monotonic() - t0
+    glob, per_dest = asyncio.run(go())
+    # 600 probes at 200/s with a 200-token burst: >= (600-200)/200 = 2 s
+    assert 1.9 <= glob < 4.0
+    # 41 probes to one address at 20/s: the 41st goes out 2 s after the first
+    assert 1.9 <= per_dest < 3.5
+
+
+def test_runner_never_hands_blocked_targets_to_scanner(db):
+    from netsurvey.config import SurveyConfig
+    from netsurvey.runs import start_run
+    from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+
+    seen = []
+
+    class Echo(Scanner):
+        name = "echo"
+
+        async def scan(self, target):
+            seen.append(target.address)
+            return ScanOutcome(target, ScanStatus.SUCCESS, {"ok": True})
+
+    cfg = SurveyConfig()
+    ctx = ScanContext(db=db, run=start_run(db, "echo", {}), config=cfg,
+                      policy=TargetPolicy.from_config(cfg.etiquette), limiter=RateLimiter(10_000, 1000))
+    s = Echo()
+    s.init(None, ctx)
+    targets = [ScanTarget("a.test", "198.18.2.20", 443), ScanTarget("x.test", "8.8.8.8", 443),
+               ScanTarget("y.test", "127.0.0.1", 443), ScanTarget("b.test", "2001:2:0:2::21", 443)]
+    stored = []
+    counts = asyncio.run(run_scan(s, targets, stored.append, show_progress=False))
+    assert sorted(seen) == ["198.18.2.20", "2001:2:0:2::21"]
+    assert counts == {"success": 2, "blocked": 2}
+    assert {o.target.address: o.error for o in stored if o.status is ScanStatus.BLOCKED} == {
+        "8.8.8.8": "not-allowed", "127.0.0.1": "not-allowed"}
