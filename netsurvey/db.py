@@ -38,7 +38,18 @@ def _embedded_server(data_dir: Path):
             mode = p.stat().st_mode
             if not mode & 0o001:
                 p.chmod(mode | 0o001)
-    return pgserver.get_server(data_dir, cleanup_mode=None)
+    import subprocess
+    import time
+
+    # pgserver waits at most 10 s for `pg_ctl -w start`; on a loaded machine that can
+    # expire although the server comes up. Asking again finds the running server.
+    for attempt in range(4):
+        try:
+            return pgserver.get_server(data_dir, cleanup_mode=None)
+        except subprocess.TimeoutExpired:
+            if attempt == 3:
+                raise
+            time.sleep(2)
 
 
 @dataclass(frozen=True)
