@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -221,6 +222,142 @@ def plot_cmd(
             out.print(str(p))
 
 
+# -- workers, runs, schedules ---------------------------------------------------------
+runs_app = typer.Typer(help="Scan runs: progress, shards, cancel.", invoke_without_command=True)
+schedule_app = typer.Typer(no_args_is_help=True, help="Campaigns declared in config/schedule.toml.")
+app.add_typer(runs_app, name="runs")
+app.add_typer(schedule_app, name="schedule")
+
+
+@app.command("worker")
+def worker_cmd(
+    concurrency: int = typer.Option(1, "--concurrency", help="Shards this worker runs at once."),
+    once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of waiting."),
+    heartbeat: float = typer.Option(5.0, "--heartbeat", help="Seconds between worker heartbeats."),
+    stalled_after: float = typer.Option(15.0, "--stalled-after",
+                                        help="Retry jobs of workers silent for this many seconds."),
+    schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file (default config/schedule.toml)."),
+) -> None:
+    """Pull sharded scan tasks from the queue (procrastinate) and run them; also fires the
+    schedule's cron entries. Run any number of workers on any machine sharing the DSN."""
+    import asyncio
+
+    from .jobs import load_schedule, run_worker
+
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    asyncio.run(run_worker(migrated_db(), concurrency, wait=not once, heartbeat=heartbeat,
+                           stalled_after=stalled_after, schedule=load_schedule(schedule)))
+
+
+@runs_app.callback()
+def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+              limit: int = typer.Option(20, "--limit", help="Most recent runs to show.")) -> None:
+    """Recent runs with their status, shard progress and counts."""
+    if ctx.invoked_subcommand:
+        return
+    db = migrated_db()
+    with db.connect() as conn:
+        rows = conn.execute("SELECT id, kind, status, started_at, finished_at, shards, shards_done, shards_failed,"
+                            " shards_remaining, counts FROM run_progress ORDER BY id DESC LIMIT %s", (limit,)).fetchall()
+    keys = ["id", "kind", "status", "started_at", "finished_at", "shards", "shards_done", "shards_failed",
+            "shards_remaining", "counts"]
+    if as_json:
+        print(json.dumps([dict(zip(keys, r)) for r in rows], default=str))
+        return
+    t = Table("id", "kind", "status", "started", "shards done/total", "counts")
+    for r in rows:
+        t.add_row(str(r[0]), r[1], r[2], str(r[3])[:19], "-" if r[5] is None else f"{r[6]}/{r[5]}",
+                  json.dumps(r[9])[:60])
+    out.print(t)
+
+
+@runs_app.command("cancel")
+def runs_cancel(run_id: int = typer.Argument(..., help="scan_run id.")) -> None:
+    """Cancel a queued or running run: shards not yet started never start."""
+    from .jobs import cancel_run
+
+    n = cancel_run(migrated_db(), run_id)
+    out.print(f"run {run_id} cancelled; {n} pending shards cancelled")
+
+
+@schedule_app.command("list")
+def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file."),
+                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Declared campaigns and when each is due next (cron entries, UTC)."""
+    from .jobs import load_schedule, next_due
+
+    entries = load_schedule(schedule)
+    rows = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
+             "interval": e.interval, "shards": e.shards,
+             "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]
+    if as_json:
+        print(json.dumps(rows))
+        return
+    t = Table("name", "when", "next due (UTC)", "shards", "command")
+    for r in rows:
+        t.add_row(r["name"], r["cron"] or f"{r['rounds']} x {r['interval']}", r["next_due"], str(r["shards"]),
+                  r["command"])
+    out.print(t)
+
+
+@schedule_app.command("start")
+def schedule_start(name: str = typer.Argument(..., help="A rounds x interval entry."),
+                   schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file.")) -> None:
+    """Defer every round of a 'rounds x interval' campaign (workers run each on time)."""
+    from .jobs import load_schedule, start_rounds
+
+    entries = {e.name: e for e in load_schedule(schedule)}
+    if name not in entries:
+        raise UsageError(f"no schedule entry named {name!r}")
+    ids = start_rounds(migrated_db(), entries[name])
+    out.print(f"{name}: {len(ids)} rounds queued as runs {ids[0]}..{ids[-1]}")
+
+
+def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
+    """Handle `scan ... --shards N` (queue instead of running) and `--dry-run` for every
+    scanner in one place. Returns the argv to run, or None when the command was queued."""
+    import os as _os
+
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):   # global options and their values
+        i += 1 if "=" in argv[i] or argv[i] == "--help" else 2
+    if i >= len(argv) or argv[i] != "scan":
+        return argv
+    head, tail = argv[:i], argv[i:]
+    if "--dry-run" in tail:
+        tail.remove("--dry-run")
+        _os.environ["NETSURVEY_DRY_RUN"] = "1"
+    if "--shards" in tail:
+        j = tail.index("--shards")
+        try:
+            n = int(tail[j + 1])
+        except (IndexError, ValueError):
+            raise UsageError("--shards needs a whole number") from None
+        del tail[j:j + 2]
+        # parse the global options (--dsn/--config) so the queue uses the same database
+        from .jobs import start_command
+
+        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(_opt(head, "--config")))
+        run_id = start_command(state.db, tail, n)
+        out.print(f"queued run {run_id}: {n} shards of '{' '.join(tail)}'; start workers with 'netsurvey worker'")
+        return None
+    return head + tail
+
+
+def _opt(args: list[str], name: str) -> str | None:
+    for k, a in enumerate(args):
+        if a == name and k + 1 < len(args):
+            return args[k + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _path(v: str | None) -> Path | None:
+    return Path(v) if v else None
+
+
 #: Packages that add commands: each has a module ``cli`` with ``register(app, scan_app)``.
 PLUGIN_CLIS = ["scanners.tfo.cli", "scanners.tls.cli", "scanners.quic.cli", "scanners.dns.cli",
                "atlas.cli", "browser_probes.cli", "analysis.cli"]
@@ -232,7 +369,8 @@ def _register_subapps() -> None:
     from testbed.cli import testbed_app
 
     app.add_typer(testbed_app, name="testbed")
-    for mod in PLUGIN_CLIS:
+    extra = [m for m in os.environ.get("NETSURVEY_PLUGINS", "").split(",") if m]
+    for mod in PLUGIN_CLIS + extra:
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as exc:
@@ -247,7 +385,10 @@ _register_subapps()
 
 def main() -> None:
     try:
-        app(standalone_mode=True)
+        argv = _intercept_scan_flags(sys.argv[1:])
+        if argv is None:
+            return
+        app(args=argv, prog_name="netsurvey", standalone_mode=True)
     except UsageError as exc:
         err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Optional, Sequence
@@ -120,6 +121,19 @@ class Scanner(ABC):
         """Release sockets, flush writers."""
 
 
+def _print_plan(scanner: Scanner, allowed: Sequence[ScanTarget], blocked: int, concurrency: int) -> None:
+    """--dry-run: what would be probed, and at what rate (nothing is sent)."""
+    lim = scanner.ctx.limiter
+    c = Console()
+    c.print(f"dry run of '{scanner.name}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
+            f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address, "
+            f"{concurrency} in flight; estimated >= {len(allowed) / lim.rate:.1f} s")
+    for t in allowed[:20]:
+        c.print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
+    if len(allowed) > 20:
+        c.print(f"  ... and {len(allowed) - 20} more")
+
+
 async def run_scan(
     scanner: Scanner,
     targets: Sequence[ScanTarget],
@@ -145,6 +159,10 @@ async def run_scan(
             record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
         else:
             allowed.append(t)
+    if os.environ.get("NETSURVEY_DRY_RUN"):
+        _print_plan(scanner, allowed, counts.get("blocked", 0), concurrency)
+        ctx.run.finish("cancelled", {"dry-run-targets": len(allowed)})
+        raise SystemExit(0)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=ctx.console, transient=True,
                   disable=not show_progress) as prog:

@@ -213,4 +213,10 @@ def select_targets(db: Database, name: str, top: Optional[int] = None) -> list[T
         rows = conn.execute(
             "SELECT rank, hostname FROM target WHERE list_id = %s ORDER BY rank LIMIT %s", (row[0], top)
         ).fetchall()
+    from . import shard
+
+    spec = shard.current()
+    if spec is not None:
+        shard.mark_filtered()
+        rows = [(r, h) for r, h in rows if shard.shard_of(h, spec.count) == spec.index]
     return [Target(r, h) for r, h in rows]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import weakref
 from typing import Any, Iterable, Optional, Sequence
 
@@ -48,15 +49,25 @@ class ResultWriter:
         *,
         types: Optional[Sequence[str]] = None,
         batch_rows: int = 10_000,
+        retry_seconds: float = 120.0,
     ):
         if types is not None and len(types) != len(columns):
             raise ValueError("types must match columns")
-        self._own_conn = isinstance(db, Database)
-        self._conn = db.connect() if isinstance(db, Database) else db
+        from . import shard
+
+        self._db = db if isinstance(db, Database) else None
+        if self._db is not None and shard.current() is not None:
+            # shard mode: one shared connection and transaction, committed by Run.finish
+            self._own_conn = False
+            self._conn = shard.connection(self._db.dsn)
+        else:
+            self._own_conn = isinstance(db, Database)
+            self._conn = db.connect() if isinstance(db, Database) else db
         self.table = table
         self.columns = list(columns)
         self.types = list(types) if types else None
         self.batch_rows = batch_rows
+        self.retry_seconds = retry_seconds
         self._buf: list[Sequence[Any]] = []
         self._lock = threading.Lock()
         self.rows_written = 0
@@ -77,19 +88,49 @@ class ResultWriter:
             self.write(row)
 
     def flush(self) -> int:
-        """Write the buffer in one COPY transaction. Returns the number of rows written."""
+        """Write the buffer in one COPY transaction. Returns the number of rows written.
+
+        If the database goes away (restart, network), the batch stays buffered and the
+        writer reconnects with backoff for up to ``retry_seconds``; the failed transaction
+        was rolled back, so re-sending it duplicates nothing. Only then does it raise.
+        """
         with self._lock:
             if not self._buf:
                 return 0
-            rows, self._buf = self._buf, []
-            with self._conn.transaction():
-                with self._conn.cursor().copy(self._copy_sql) as copy:
-                    if self.types:
-                        copy.set_types(self.types)
-                    for row in rows:
-                        copy.write_row(row)
+            rows = self._buf
+            deadline = time.monotonic() + self.retry_seconds
+            delay = 0.2
+            while True:
+                try:
+                    self._copy(rows)
+                    break
+                except psycopg.OperationalError:
+                    if not self._own_conn or time.monotonic() > deadline:
+                        raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    self._reconnect()
+            self._buf = []
             self.rows_written += len(rows)
             return len(rows)
+
+    def _copy(self, rows: list) -> None:
+        with self._conn.transaction():
+            with self._conn.cursor().copy(self._copy_sql) as copy:
+                if self.types:
+                    copy.set_types(self.types)
+                for row in rows:
+                    copy.write_row(row)
+
+    def _reconnect(self) -> None:
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+        try:
+            self._conn = psycopg.connect(self._db.dsn)
+        except psycopg.OperationalError:
+            pass  # still down; the next _copy fails fast on the closed connection
 
     def close(self) -> None:
         if self.closed:

@@ -1,0 +1,248 @@
+"""Scheduled, sharded, resumable scans on procrastinate (a PostgreSQL task queue) in the
+same database.
+
+- ``netsurvey scan ... --shards N`` (intercepted in ``cli.main``) records a 'queued'
+  ``scan_run`` with the command's argv and defers N ``scan_shard`` tasks.
+- ``netsurvey worker`` (any number, any machine with the same DSN) runs them: each task
+  runs the scan command in a child process with ``NETSURVEY_SHARD=i/N`` and
+  ``NETSURVEY_RUN_ID`` set (see ``shard.py`` for what changes). The child dies with the
+  worker (PR_SET_PDEATHSIG); a worker killed with SIGKILL stops heart-beating, and the
+  other workers retry its stalled jobs. Retries are idempotent: a shard commits its rows
+  and its ``job_shard`` row in one transaction.
+- ``config/schedule.toml`` declares campaigns: cron entries become procrastinate periodic
+  tasks; "rounds x interval" entries are deferred with ``schedule start NAME``.
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import datetime as dt
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import procrastinate
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from .db import Database
+from .errors import UsageError
+
+QUEUE = "scans"
+TASK_NAME = "netsurvey.scan_shard"
+SCHEDULE_TASK = "netsurvey.scheduled"
+DEFAULT_SCHEDULE = Path("config/schedule.toml")
+logger = logging.getLogger("netsurvey.jobs")
+
+
+# -- schedule config ------------------------------------------------------------------
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
+
+
+def parse_duration(text: str) -> float:
+    """'45m' / '10s' / '2h' / '1d' / '30' (seconds) -> seconds."""
+    m = _DURATION.match(str(text).strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a duration like 30s, 45m, 2h, 1d")
+    return float(m.group(1)) * {"s": 1, None: 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+class ScheduleEntry(BaseModel):
+    """A recurring scan: either ``cron`` (5-field cron, UTC) or ``rounds`` x ``interval``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    command: list[str]            # argv after 'netsurvey', e.g. ["scan", "tls", "--list", "tranco"]
+    cron: Optional[str] = None
+    rounds: Optional[int] = None
+    interval: Optional[str] = None
+    shards: int = 1
+
+    @model_validator(mode="after")
+    def _v(self):
+        if (self.cron is None) == (self.rounds is None):
+            raise ValueError("give either cron or rounds + interval")
+        if self.rounds is not None:
+            if self.interval is None or self.rounds < 1:
+                raise ValueError("rounds needs a positive count and an interval")
+            parse_duration(self.interval)
+        if self.cron is not None:
+            from croniter import croniter
+
+            if not croniter.is_valid(self.cron):
+                raise ValueError(f"invalid cron expression {self.cron!r}")
+        if not self.command or self.command[0] != "scan":
+            raise ValueError("command must be a 'scan ...' argv")
+        return self
+
+
+class ScheduleFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    schedule: list[ScheduleEntry] = []
+
+
+def load_schedule(path: Optional[Path] = None) -> list[ScheduleEntry]:
+    path = Path(path or os.environ.get("NETSURVEY_SCHEDULE", DEFAULT_SCHEDULE))
+    if not path.exists():
+        return []
+    try:
+        raw = tomllib.loads(path.read_text())
+        return ScheduleFile.model_validate(raw).schedule
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise UsageError(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+
+
+# -- the procrastinate app ------------------------------------------------------------
+def _pdeathsig() -> None:
+    """In the child: die with SIGKILL when the worker process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, argv: list[str], attempt: int = 1) -> int:
+    env = dict(os.environ, NETSURVEY_DSN=dsn, NETSURVEY_SHARD=f"{shard}/{shards}", NETSURVEY_RUN_ID=str(run_id),
+               NETSURVEY_SHARD_ATTEMPT=str(attempt))
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *argv], env=env, preexec_fn=_pdeathsig,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode
+
+
+def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrastinate.App:
+    """The procrastinate app on ``dsn`` with the shard task and the schedule's periodic tasks."""
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+
+    @app.task(name=TASK_NAME, queue=QUEUE, pass_context=True,
+              retry=procrastinate.RetryStrategy(max_attempts=4, wait=1))
+    def scan_shard(context, run_id: int, shard: int, shards: int, argv: list[str]) -> None:
+        db = Database(dsn)
+        with db.connect() as conn:
+            row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+            done = conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
+                                (run_id, shard)).fetchone()
+        if row is None or row[0] == "cancelled" or done:
+            return
+        attempt = (context.job.attempts or 0) + 1
+        rc = run_shard_process(dsn, run_id, shard, shards, argv, attempt)
+        if rc != 0:
+            raise RuntimeError(f"run {run_id} shard {shard}/{shards}: command exited {rc}")
+
+    for entry in schedule or []:
+        if entry.cron is None:
+            continue
+
+        def make(entry=entry):
+            @app.periodic(cron=entry.cron, periodic_id=entry.name)
+            @app.task(name=f"{SCHEDULE_TASK}.{entry.name}", queue=QUEUE, pass_context=True)
+            def scheduled(context, timestamp: int) -> None:
+                start_command(Database(dsn), entry.command, entry.shards, app=context.app, note=entry.name)
+        make()
+    return app
+
+
+def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:
+    """Apply procrastinate's schema once (guarded by an advisory lock)."""
+    with db.connect() as conn:
+        conn.execute("SELECT pg_advisory_xact_lock(727275)")
+        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:
+            from procrastinate.schema import SchemaManager
+
+            conn.execute(SchemaManager.get_schema())
+        conn.commit()
+
+
+def start_command(db: Database, argv: list[str], shards: int, *, app: procrastinate.App | None = None,
+                  note: str | None = None, schedule_at: dt.datetime | None = None) -> int:
+    """Record a queued run for ``argv`` (a 'scan ...' command) and defer its shards."""
+    if shards < 1:
+        raise UsageError("--shards must be at least 1")
+    if not argv or argv[0] != "scan" or len(argv) < 2:
+        raise UsageError("only 'scan ...' commands can be sharded")
+    db.migrate()
+    own = app is None
+    app = app or make_app(db.dsn)
+    ensure_queue_schema(db, app)
+    with db.connect() as conn:
+        run_id = conn.execute(
+            "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
+            " RETURNING id",
+            (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
+    ctx = app.open() if own else None
+    try:
+        task = app.tasks[TASK_NAME]
+        for i in range(shards):
+            task.configure(queueing_lock=f"run{run_id}-shard{i}", schedule_at=schedule_at).defer(
+                run_id=run_id, shard=i, shards=shards, argv=argv)
+    finally:
+        if own:
+            app.close()
+    return run_id
+
+
+async def _retry_stalled(app: procrastinate.App, every: float, heartbeat_timeout: float) -> None:
+    """Retry jobs whose worker stopped heart-beating (e.g. killed with SIGKILL)."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=heartbeat_timeout):
+                logger.warning("retrying stalled job %s", job.id)
+                await app.job_manager.retry_job(job)
+        except Exception as exc:  # keep the worker alive; the next round tries again
+            logger.warning("stalled-job check failed: %s", exc)
+
+
+async def run_worker(db: Database, concurrency: int, *, wait: bool = True, heartbeat: float = 5.0,
+                     stalled_after: float = 15.0, schedule: list[ScheduleEntry] | None = None) -> None:
+    app = make_app(db.dsn, schedule)
+    db.migrate()
+    ensure_queue_schema(db, app)
+    async with app.open_async():
+        checker = asyncio.create_task(_retry_stalled(app, heartbeat, stalled_after))
+        try:
+            await app.run_worker_async(queues=[QUEUE], concurrency=concurrency, wait=wait,
+                                       update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
+                                       install_signal_handlers=True)
+        finally:
+            checker.cancel()
+
+
+def cancel_run(db: Database, run_id: int) -> int:
+    """Mark the run cancelled and cancel its shards not yet started; returns jobs cancelled."""
+    with db.connect() as conn:
+        r = conn.execute("UPDATE scan_run SET status = 'cancelled', finished_at = now() WHERE id = %s "
+                         "AND status IN ('queued', 'running') RETURNING id", (run_id,)).fetchone()
+        if r is None:
+            raise UsageError(f"run {run_id} is not queued or running")
+        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:
+            return 0
+        n = conn.execute("UPDATE procrastinate_jobs SET status = 'cancelled' WHERE status = 'todo' "
+                         "AND task_name = %s AND (args->>'run_id')::bigint = %s", (TASK_NAME, run_id)).rowcount
+    return n
+
+
+def next_due(entry: ScheduleEntry, now: dt.datetime | None = None) -> Optional[dt.datetime]:
+    if entry.cron is None:
+        return None
+    from croniter import croniter
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return croniter(entry.cron, now).get_next(dt.datetime)
+
+
+def start_rounds(db: Database, entry: ScheduleEntry) -> list[int]:
+    """Defer every round of a 'rounds x interval' entry (round k at now + k * interval)."""
+    if entry.rounds is None:
+        raise UsageError(f"schedule {entry.name!r} is a cron entry; workers start it on time")
+    step = parse_duration(entry.interval)
+    now = dt.datetime.now(dt.timezone.utc)
+    return [start_command(db, entry.command, entry.shards, note=f"{entry.name} round {k + 1}/{entry.rounds}",
+                          schedule_at=now + dt.timedelta(seconds=k * step)) for k in range(entry.rounds)]

@@ -1,0 +1,99 @@
+"""Shard mode: what a scan command does differently when a worker runs one shard of a
+sharded run (environment ``NETSURVEY_SHARD=i/N`` and ``NETSURVEY_RUN_ID=R``, set by the
+task in ``jobs.py``).
+
+- ``targets.select_targets`` keeps only the targets whose stable hash falls in shard i;
+- ``clictx.open_scan`` reuses run R instead of creating a run;
+- every ``ResultWriter`` writes through one shared connection inside one open
+  transaction, and ``Run.finish`` commits it together with the shard's ``job_shard`` row.
+  A shard that dies (SIGKILL, database restart) therefore leaves nothing behind, and a
+  shard that already committed cannot commit twice: exactly once per (run, shard).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from typing import Optional
+
+import psycopg
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    index: int
+    count: int
+    run_id: int
+
+
+def current() -> Optional[ShardSpec]:
+    spec = os.environ.get("NETSURVEY_SHARD")
+    if not spec:
+        return None
+    i, n = (int(x) for x in spec.split("/"))
+    return ShardSpec(i, n, int(os.environ["NETSURVEY_RUN_ID"]))
+
+
+def shard_of(key: str, count: int) -> int:
+    """Stable shard of a target key (hostname or address): sha1 mod count."""
+    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % count
+
+
+_conn: Optional[psycopg.Connection] = None
+_filtered = False
+
+
+def mark_filtered() -> None:
+    """Called by target selection: this command really restricted itself to its shard."""
+    global _filtered
+    _filtered = True
+
+
+def connection(dsn: str) -> psycopg.Connection:
+    """The shard's shared connection, inside one open transaction."""
+    global _conn
+    if _conn is None or _conn.closed:
+        _conn = psycopg.connect(dsn)
+        _conn.execute("SELECT 1")  # opens the transaction; writers' flushes become savepoints
+    return _conn
+
+
+def commit_shard(dsn: str, status: str, counts: dict) -> bool:
+    """Commit the shard's results with its job_shard row; False if it was already committed
+    (then everything this attempt wrote is rolled back). Marks the run finished when the
+    last shard commits."""
+    import json
+
+    from .writer import flush_all_open
+
+    spec = current()
+    assert spec is not None
+    flush_all_open()
+    conn = connection(dsn)
+    if not _filtered and spec.index > 0:
+        # the command ignored sharding (e.g. an address-range scan): shard 0 did it all
+        counts = {"not-shardable": 1}
+        conn.rollback()
+        conn.execute("SELECT 1")
+    conn.execute("SELECT id FROM scan_run WHERE id = %s FOR UPDATE", (spec.run_id,))
+    row = conn.execute(
+        """INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt)
+           VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, shard) DO NOTHING RETURNING shard""",
+        (spec.run_id, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
+         int(os.environ.get("NETSURVEY_SHARD_ATTEMPT", "1")))).fetchone()
+    if row is None:
+        conn.rollback()
+        return False
+    conn.execute(
+        """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
+                                               WHEN agg.failed > 0 THEN 'failed' ELSE 'finished' END,
+                                 finished_at = now(), counts = agg.counts
+           FROM (SELECT count(*) AS done, count(*) FILTER (WHERE status = 'failed') AS failed,
+                        (SELECT coalesce(jsonb_object_agg(k, total), '{}') FROM (
+                            SELECT key AS k, sum(value::bigint) AS total
+                            FROM job_shard, jsonb_each_text(counts) WHERE run_id = %s GROUP BY key) t) AS counts
+                 FROM job_shard WHERE run_id = %s) agg
+           WHERE r.id = %s AND agg.done = r.shards""", (spec.run_id, spec.run_id, spec.run_id))
+    conn.commit()
+    return True

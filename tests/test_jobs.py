@@ -1,0 +1,179 @@
+"""Sharded scans through procrastinate workers: exactly once, SIGKILL, database restart,
+periodic tasks, cancel. Workers run the real CLI inside the testbed's vantage namespace and
+a real scanner (tests/plugins/tcp_connect_scan.py) against the testbed's scale range."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, needs_root, run_cli
+
+pytestmark = needs_root()
+PLUGIN = {"NETSURVEY_PLUGINS": "tests.plugins.tcp_connect_scan", "PYTHONPATH": str(REPO)}
+
+
+def import_list(db, tmp_path, n: int, name: str = "jobs") -> None:
+    f = tmp_path / f"{name}.csv"
+    f.write_text("".join(f"{i},h{i}.jobs.test\n" for i in range(1, n + 1)))
+    assert run_cli("targets", "import", str(f), "--list", name, dsn=db.dsn).returncode == 0
+
+
+def worker(db, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, **PLUGIN)
+    env.pop("NETSURVEY_DSN", None)
+    return subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
+                             "netsurvey.cli", "--dsn", db.dsn, "worker", "--heartbeat", "1", "--stalled-after", "4",
+                             *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def queue(db, *scan_args: str, shards: int) -> int:
+    r = run_cli("scan", "tcp-connect", *scan_args, "--shards", str(shards), dsn=db.dsn, env=PLUGIN)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split("queued run ")[1].split(":")[0])
+
+
+def run_row(db, run_id):
+    with db.connect() as conn:
+        return conn.execute("SELECT status, shards, counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+
+
+def probe_rows(db, run_id):
+    with db.connect() as conn:
+        return conn.execute("SELECT hostname, count(*) FROM test_tcp_probe WHERE run_id = %s GROUP BY 1",
+                            (run_id,)).fetchall()
+
+
+def wait_for(pred, timeout: float, every: float = 0.3):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every)
+    return pred()
+
+
+def test_two_workers_probe_every_target_exactly_once(db, tmp_path, testbed):
+    import_list(db, tmp_path, 200)
+    run_id = queue(db, "--list", "jobs", "--delay", "0.01", shards=4)
+    assert run_row(db, run_id)[0] == "queued"
+    ws = [worker(db, "--once"), worker(db, "--once")]
+    for w in ws:
+        assert w.wait(120) == 0, w.stderr.read()
+    status, shards, counts = run_row(db, run_id)
+    assert (status, shards) == ("finished", 4)
+    rows = probe_rows(db, run_id)
+    assert len(rows) == 200 and all(n == 1 for _, n in rows)
+    assert counts == {"success": 200}
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM job_shard WHERE run_id = %s", (run_id,)).fetchone()[0] == 4
+    prog = json.loads(run_cli("runs", "--json", dsn=db.dsn).stdout)
+    mine = next(r for r in prog if r["id"] == run_id)
+    assert (mine["shards_done"], mine["shards_remaining"]) == (4, 0)
+
+
+def test_sigkill_mid_shard_is_retried_without_duplicates(db, tmp_path, testbed):
+    import_list(db, tmp_path, 120)
+    run_id = queue(db, "--list", "jobs", "--delay", "0.1", "--concurrency", "2", shards=2)
+    a = worker(db, "--concurrency", "2")
+    with db.connect() as conn:   # both shards started and a few seconds into their work
+        wait_for(lambda: conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+                                      " AND (args->>'run_id')::bigint = %s", (run_id,)).fetchone()[0] == 2, 60)
+    time.sleep(2)
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    assert run_row(db, run_id)[0] == "running"
+    b = worker(db)
+    try:
+        assert wait_for(lambda: run_row(db, run_id)[0] == "finished", 120)
+    finally:
+        b.send_signal(signal.SIGTERM)
+        b.wait(30)
+    rows = probe_rows(db, run_id)
+    assert len(rows) == 120 and all(n == 1 for _, n in rows)
+
+
+def test_cancel_stops_pending_shards(db, tmp_path, testbed):
+    import_list(db, tmp_path, 30)
+    run_id = queue(db, "--list", "jobs", shards=3)
+    r = run_cli("runs", "cancel", str(run_id), dsn=db.dsn)
+    assert r.returncode == 0 and "3 pending shards cancelled" in r.stdout
+    w = worker(db, "--once")
+    assert w.wait(60) == 0
+    assert run_row(db, run_id)[0] == "cancelled"
+    with db.connect() as conn:
+        assert conn.execute("SELECT to_regclass('test_tcp_probe') IS NULL OR NOT EXISTS "
+                            "(SELECT 1 FROM test_tcp_probe WHERE run_id = %s)", (run_id,)).fetchone()[0]
+    assert run_cli("runs", "cancel", str(run_id), dsn=db.dsn).returncode == 2
+
+
+def test_periodic_task_fires_on_schedule(db, tmp_path, testbed):
+    import_list(db, tmp_path, 5)
+    sched = tmp_path / "schedule.toml"
+    sched.write_text('[[schedule]]\nname = "every2s"\ncron = "* * * * * */2"\n'
+                     'command = ["scan", "tcp-connect", "--list", "jobs"]\n')
+    r = run_cli("schedule", "list", "--schedule", str(sched), "--json", dsn=db.dsn)
+    assert json.loads(r.stdout)[0]["name"] == "every2s"
+    w = worker(db, "--schedule", str(sched))
+    try:
+        def fired():
+            with db.connect() as conn:
+                return conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'tcp-connect' AND status = 'finished'"
+                                    " AND parameters->>'schedule' IS NULL AND shards = 1").fetchone()[0] >= 2
+        assert wait_for(fired, 40)
+    finally:
+        w.send_signal(signal.SIGTERM)
+        w.wait(30)
+
+
+def test_database_restart_mid_scan_loses_nothing(tmp_path, testbed):
+    """Inline scan; the embedded server is stopped and restarted while it writes."""
+    from netsurvey.db import Database, stop_embedded
+
+    data = tmp_path / "pg"
+    os.chmod(tmp_path, 0o755)
+    db = Database.resolve(None, data)
+    db.migrate()
+    import_list(db, tmp_path, 150, "restart")
+    env = dict(os.environ, **PLUGIN)
+    env.pop("NETSURVEY_DSN", None)
+    p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
+                          "netsurvey.cli", "--dsn", db.dsn, "scan", "tcp-connect", "--list", "restart", "--delay",
+                          "0.05", "--concurrency", "1"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    assert stop_embedded(data)
+    time.sleep(2)
+    Database.resolve(None, data)
+    assert p.wait(120) == 0, p.stderr.read()
+    with db.connect() as conn:
+        run_id = conn.execute("SELECT max(id) FROM scan_run WHERE kind = 'tcp-connect'").fetchone()[0]
+        n, distinct = conn.execute("SELECT count(*), count(DISTINCT hostname) FROM test_tcp_probe WHERE run_id = %s",
+                                   (run_id,)).fetchone()
+    stop_embedded(data)
+    assert (n, distinct) == (150, 150)
+
+
+def test_dry_run_probes_nothing(db, tmp_path, testbed):
+    import_list(db, tmp_path, 40)
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
+                "tcp-connect", "--list", "jobs", "--dry-run", env=PLUGIN)
+    assert r.returncode == 0, r.stderr
+    assert "40 targets would be probed" in r.stdout and "rate <=" in r.stdout
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM test_tcp_probe").fetchone()[0] == 0
+        assert conn.execute("SELECT status FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()[0] == "cancelled"
+
+
+def test_bad_schedule_is_one_line_error(db, tmp_path):
+    sched = tmp_path / "s.toml"
+    sched.write_text('[[schedule]]\nname = "x"\ncron = "not cron"\ncommand = ["scan", "tls"]\n')
+    r = run_cli("schedule", "list", "--schedule", str(sched), dsn=db.dsn)
+    assert r.returncode == 2 and "s.toml: schedule.0" in r.stderr
