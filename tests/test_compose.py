@@ -66,13 +66,13 @@ def test_repo_compose_valid_default_profile(composecheck):
     proc = check(composecheck, COMPOSE_FILE)
     assert proc.returncode == 0, proc.stderr
     # `report` sits behind a profile, so it must not start by default.
-    assert services_of(proc) == {"postgres", "migrate", "worker"}
+    assert services_of(proc) == {"postgres", "migrate", "worker", "scheduler"}
 
 
 def test_repo_compose_valid_report_profile(composecheck):
     proc = check(composecheck, COMPOSE_FILE, profiles=("report",))
     assert proc.returncode == 0, proc.stderr
-    assert services_of(proc) == {"postgres", "migrate", "worker", "report"}
+    assert services_of(proc) == {"postgres", "migrate", "worker", "scheduler", "report"}
 
 
 def test_repo_compose_valid_with_secrets_in_env(composecheck):
@@ -181,3 +181,8 @@ def test_missing_file_rejected(composecheck, tmp_path):
     (tmp_path / "x").mkdir()
     proc = check(composecheck, tmp_path / "x" / "nope.yml")
     assert proc.returncode != 0
+
+
+def test_repo_compose_browser_profile(composecheck):
+    proc = check(composecheck, COMPOSE_FILE, profiles=("browsers",))
+    assert "browser-worker" in services_of(proc)

@@ -1,0 +1,114 @@
+"""Queue throughput and sharding overhead, in one run (needs root and the testbed).
+
+1. Trivial tasks through procrastinate: defer N no-op tasks in bulk, run them with one
+   in-process worker (concurrency 10); tasks/s.
+2. Sharding overhead: the same scan (default: the test plugin `scan tcp-connect`, a real
+   TCP connect to every target in the testbed's /16; or any scan argv given with
+   --scan) over a K-target list, run (a) inline, (b) as 4 shards with one worker,
+   (c) as 4 shards with two workers; wall seconds and ratios vs inline.
+
+Usage: python bench/bench_jobs.py [--tasks 2000] [--targets 10000]
+       [--scan "scan tls --list {list}"]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import procrastinate  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+
+from netsurvey.db import Database, stop_embedded  # noqa: E402
+from netsurvey.jobs import ensure_queue_schema, make_app  # noqa: E402
+
+ENV = dict(os.environ, NETSURVEY_PLUGINS="tests.plugins.tcp_connect_scan", PYTHONPATH=str(REPO))
+ENV.pop("NETSURVEY_DSN", None)
+
+
+def cli(db, *args, inside=True, wait=True):
+    argv = [sys.executable, "-m", "netsurvey.cli"]
+    if inside:
+        argv += ["testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli"]
+    argv += ["--dsn", db.dsn, *args]
+    if wait:
+        return subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True, check=True)
+    return subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def bench_trivial(db, n: int) -> float:
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=db.dsn))
+
+    @app.task(name="noop", queue="bench")
+    def noop(i: int) -> None:
+        return None
+
+    ensure_queue_schema(db, app)
+
+    async def go():
+        async with app.open_async():
+            await noop.batch_defer_async(*({"i": i} for i in range(n)))
+            t0 = time.perf_counter()
+            await app.run_worker_async(queues=["bench"], concurrency=10, wait=False, install_signal_handlers=False)
+            return time.perf_counter() - t0
+
+    return n / asyncio.run(go())
+
+
+def timed_scan(db, scan_argv: list[str], shards: int | None, workers: int) -> float:
+    t0 = time.perf_counter()
+    if shards is None:
+        cli(db, *scan_argv)
+    else:
+        cli(db, *scan_argv, "--shards", str(shards), inside=False)
+        ps = [cli(db, "worker", "--once", wait=False) for _ in range(workers)]
+        for p in ps:
+            p.wait()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--targets", type=int, default=10000)
+    ap.add_argument("--scan", default="scan tcp-connect --list {list} --concurrency 100")
+    a = ap.parse_args()
+    subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "up"], cwd=REPO, check=True,
+                   capture_output=True)
+    tmp = Path(tempfile.mkdtemp(prefix="ns-bench-jobs-"))
+    os.chmod(tmp, 0o755)
+    server = Database.resolve(None, tmp / "pgdata").dsn
+    name = "bench_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    db = Database(make_conninfo(server, dbname=name))
+    db.migrate()
+    rate = bench_trivial(db, a.tasks)
+    lst = tmp / "list.csv"
+    lst.write_text("".join(f"{i},h{i}.bench.test\n" for i in range(1, a.targets + 1)))
+    cli(db, "targets", "import", str(lst), "--list", "bench", inside=False)
+    scan = shlex.split(a.scan.format(list="bench"))
+    inline = timed_scan(db, scan, None, 0)
+    one = timed_scan(db, scan, 4, 1)
+    two = timed_scan(db, scan, 4, 2)
+    print(f"trivial tasks: {a.tasks} in-process, concurrency 10: {rate:,.0f} tasks/s")
+    print(f"scan: {' '.join(scan)} over {a.targets} targets")
+    print(f"  inline          {inline:7.2f} s   1.00x")
+    print(f"  4 shards, 1 wkr {one:7.2f} s   {one / inline:.2f}x time (overhead {100 * (one / inline - 1):+.0f}%)")
+    print(f"  4 shards, 2 wkr {two:7.2f} s   {two / inline:.2f}x time (speed-up {inline / two:.2f}x)")
+    stop_embedded(tmp / "pgdata")
+
+
+if __name__ == "__main__":
+    main()
