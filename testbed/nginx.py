@@ -27,6 +27,8 @@ def _page(cfg: TestbedConfig, host: TlsHost, root: Path) -> None:
             tags.append(f'<script src="{url}"></script>')
         elif url.endswith((".png", ".gif", ".jpg")):
             tags.append(f'<img src="{url}" alt="">')
+        elif url.endswith(".html"):  # a nested page (browser_probes' known resource trees)
+            tags.append(f'<iframe src="{url}"></iframe>')
         else:
             tags.append(f'<link rel="stylesheet" href="{url}">')
     (root / "index.html").write_text(
@@ -48,7 +50,15 @@ def render_nginx(cfg: TestbedConfig, out_dir: Path, pki_dir: Path, key_dir: Path
     caches = {}
     blocks = []
     for h in cfg.tls_hosts:
-        cert, key = issue_cert(pki_dir, h.hostname, h.sans or [h.hostname])
+        if h.share_group:
+            # nginx derives the session-id context from the certificate, so hosts can only
+            # share sessions (cache and tickets) if they serve one certificate: issue one
+            # per share group covering every member's names.
+            members = [m for m in cfg.tls_hosts if m.share_group == h.share_group]
+            names = list(dict.fromkeys(n for m in members for n in [*(m.sans or [m.hostname]), m.hostname]))
+            cert, key = issue_cert(pki_dir, "share-" + h.share_group, names)
+        else:
+            cert, key = issue_cert(pki_dir, h.hostname, h.sans or [h.hostname])
         root = out_dir / "www" / h.hostname
         _page(cfg, h, root)
         listens = "".join(_listen(a, 443, "ssl" + (" fastopen=256" if h.tfo else ""))
