@@ -23,7 +23,7 @@ from typing import Optional
 
 from . import netns
 from .model import TestbedConfig
-from .nginx import render_nginx
+from .nginx import certificate_names, render_nginx
 from .pki import ensure_ca, issue_cert
 from .procs import NETNS_PREFIX, ProcSpec, netns_name
 from .tickets import install_keys, key_epoch, key_name
@@ -351,6 +351,7 @@ class Testbed:
                                key_group=h.namespace if cfg.namespace(h.namespace).tfo else None)
                           for h in cfg.tfo_hosts],
             "tls_hosts": [dict(h.model_dump(), key_group=h.key_group,
+                               served_sans=certificate_names(cfg, h)[1],
                                # OpenSSL with tickets off sends stateful TLS 1.3 tickets
                                # (the 32-byte session id) when the session cache is on
                                tls13_ticket=("stateless" if h.tickets else

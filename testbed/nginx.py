@@ -41,6 +41,19 @@ def _page(cfg: TestbedConfig, host: TlsHost, root: Path) -> None:
         "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"))
 
 
+def certificate_names(cfg: TestbedConfig, h: TlsHost) -> tuple[str, list[str]]:
+    """(certificate label, SAN list) the host really serves.
+
+    nginx derives the session-id context from the certificate, so hosts can only share
+    sessions (cache and tickets) if they serve one certificate: a share group gets one
+    certificate covering every member's names."""
+    if h.share_group:
+        members = [m for m in cfg.tls_hosts if m.share_group == h.share_group]
+        names = list(dict.fromkeys(n for m in members for n in [*(m.sans or [m.hostname]), m.hostname]))
+        return "share-" + h.share_group, names
+    return h.hostname, list(h.sans or [h.hostname])
+
+
 def render_nginx(cfg: TestbedConfig, out_dir: Path, pki_dir: Path, key_dir: Path) -> ProcSpec:
     """Write nginx.conf, certificates and pages; return the nginx ProcSpec (foreground)."""
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -50,15 +63,8 @@ def render_nginx(cfg: TestbedConfig, out_dir: Path, pki_dir: Path, key_dir: Path
     caches = {}
     blocks = []
     for h in cfg.tls_hosts:
-        if h.share_group:
-            # nginx derives the session-id context from the certificate, so hosts can only
-            # share sessions (cache and tickets) if they serve one certificate: issue one
-            # per share group covering every member's names.
-            members = [m for m in cfg.tls_hosts if m.share_group == h.share_group]
-            names = list(dict.fromkeys(n for m in members for n in [*(m.sans or [m.hostname]), m.hostname]))
-            cert, key = issue_cert(pki_dir, "share-" + h.share_group, names)
-        else:
-            cert, key = issue_cert(pki_dir, h.hostname, h.sans or [h.hostname])
+        label, names = certificate_names(cfg, h)
+        cert, key = issue_cert(pki_dir, label, names)
         root = out_dir / "www" / h.hostname
         _page(cfg, h, root)
         listens = "".join(_listen(a, 443, "ssl" + (" fastopen=256" if h.tfo else ""))
