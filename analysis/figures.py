@@ -20,7 +20,7 @@ from netsurvey.errors import UsageError
 
 #: Modules that register figures (imported lazily; absent modules are skipped).
 FIGURE_MODULES = ["analysis.tfo", "analysis.tls", "analysis.quic", "analysis.dns", "analysis.atlas",
-                  "analysis.browser"]
+                  "analysis.browser", "analysis.simulations"]
 
 
 @dataclass(frozen=True)
@@ -71,15 +71,32 @@ class FigureContext:
         return p
 
     def run_ids(self, kind: str) -> tuple[int, ...]:
-        """The selected runs, or the latest finished run of ``kind``. Raises UsageError if none."""
+        """The selected runs, or the latest finished run of ``kind``. Raises UsageError if none.
+        The ids are recorded in ``notes["runs"]`` for the report."""
         if self.runs:
+            self.record_runs(self.runs)
             return self.runs
         from .engine import latest_run
 
         rid = latest_run(self.db, kind)
         if rid is None:
             raise UsageError(f"{self.name}: no finished '{kind}' run in the database")
+        self.record_runs((rid,))
         return (rid,)
+
+    # -- what the report shows beside each figure (all optional) ------------------------
+    def record_runs(self, runs) -> None:
+        """scan_run ids the figure was computed from."""
+        self.notes["runs"] = sorted(set(self.notes.get("runs", ())) | {int(r) for r in runs})
+
+    def sample(self, n: int, what: str = "observations") -> None:
+        """Sample size behind the figure, e.g. ``ctx.sample(9834, "hosts")``."""
+        self.notes.setdefault("samples", []).append({"n": int(n), "what": what})
+
+    def compare(self, quantity: str, thesis, ours, unit: str = "") -> None:
+        """A published value of the thesis/paper beside ours (``thesis`` None = not published)."""
+        self.notes.setdefault("compare", []).append(
+            {"quantity": quantity, "thesis": thesis, "ours": ours, "unit": unit})
 
 
 def load_all() -> dict[str, FigureSpec]:

@@ -1,0 +1,67 @@
+"""TFO figures from the database (views of schema/0002_tfo.sql): thesis Table 3.1,
+Fig 3.2 and Fig 3.3."""
+from __future__ import annotations
+
+from .figures import FigureContext, figure
+from .style import new_figure
+
+CUT_LABELS = {10: "Top 10", 100: "Top 100", 1000: "Top 1K", 10000: "Top 10K", 100000: "Top 100K",
+              1000000: "Top 1M"}
+
+
+@figure("tfo-support-table", sources=["tfo_probe", "tfo_support_by_cut"], thesis="Table 3.1")
+def support_table(ctx: FigureContext) -> None:
+    """Share of hostnames with TFO support per top-list cut."""
+    runs = ctx.run_ids("tfo")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            "SELECT cut, sum(hostnames)::int, sum(resolution_failed)::int, sum(responded)::int, sum(silent)::int,"
+            " sum(tfo)::int FROM tfo_support_by_cut WHERE run_id = ANY(%s) GROUP BY cut ORDER BY cut",
+            (list(runs),)).fetchall()
+    table = [(CUT_LABELS[c], n, rf, resp, sil, t, round(100.0 * t / n, 1) if n else 0.0) for c, n, rf, resp, sil, t in rows]
+    ctx.write_csv(["top_list", "hostnames", "resolution_failed", "responded", "silent", "tfo", "tfo_share_percent"], table)
+    fig, ax = new_figure("top list", "hostnames with TFO support [%]")
+    ax.bar([r[0] for r in table], [r[6] for r in table], color="#4477aa")
+    for i, r in enumerate(table):
+        ax.annotate(f"{r[6]:.1f}%", (i, r[6]), ha="center", va="bottom", fontsize=8)
+    ctx.save(fig)
+    ctx.notes["rows"] = table
+
+
+@figure("tfo-addresses-per-host", sources=["tfo_probe", "tfo_lb_host"], thesis="Fig 3.2")
+def addresses_per_host(ctx: FigureContext) -> None:
+    """Share of hostnames always supporting TFO over the number of observed server addresses."""
+    runs = ctx.run_ids("tfo-lb")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            "SELECT addresses, count(*)::int, count(*)::float8 / sum(count(*)) OVER () FROM tfo_lb_host"
+            " WHERE run_id = ANY(%s) AND tfo_class = 'always' GROUP BY addresses ORDER BY addresses",
+            (list(runs),)).fetchall()
+        classes = conn.execute("SELECT tfo_class, count(*)::int FROM tfo_lb_host WHERE run_id = ANY(%s)"
+                               " GROUP BY 1 ORDER BY 1", (list(runs),)).fetchall()
+        mean = conn.execute("SELECT avg(addresses)::float8 FROM tfo_lb_host WHERE run_id = ANY(%s)"
+                            " AND tfo_class = 'always'", (list(runs),)).fetchone()[0]
+    ctx.write_csv(["addresses", "hostnames", "share"], [(a, n, round(s, 6)) for a, n, s in rows])
+    ctx.write_csv(["tfo_class", "hostnames"], classes, suffix="-classes")
+    fig, ax = new_figure("distinct server IP addresses per hostname", "share of hostnames [%]")
+    ax.bar([str(a) for a, _, _ in rows], [100 * s for _, _, s in rows], color="#4477aa")
+    ax.set_title(f"hostnames always supporting TFO; mean {mean or 0:.2f} addresses per hostname", fontsize=8)
+    ctx.save(fig)
+    ctx.notes.update(mean_addresses=mean, classes=dict(classes))
+
+
+@figure("tfo-lb-failure-rate", sources=["tfo_probe", "tfo_lb_new_address"], thesis="Fig 3.3")
+def lb_failure_rate(ctx: FigureContext) -> None:
+    """Share of connections that go to a server address not seen before (cached cookie unusable)."""
+    runs = ctx.run_ids("tfo-lb")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            "SELECT connection, sum(hostnames)::int, sum(new_address)::int FROM tfo_lb_new_address"
+            " WHERE run_id = ANY(%s) GROUP BY connection ORDER BY connection", (list(runs),)).fetchall()
+    table = [(k, n, m, round(m / n, 6) if n else 0.0) for k, n, m in rows]
+    ctx.write_csv(["connection", "hostnames", "new_address", "failure_rate"], table)
+    fig, ax = new_figure("connection to the hostname", "failure rate of abbreviated handshakes [%]")
+    ax.plot([r[0] for r in table], [100 * r[3] for r in table], marker="o", color="#4477aa")
+    ax.set_xticks([r[0] for r in table] or [2])
+    ctx.save(fig)
+    ctx.notes["rows"] = table

@@ -1,0 +1,134 @@
+"""TLS session-resumption figures (thesis Fig 4.5-4.10, Table 5.3). Every number is
+computed in PostgreSQL from the views of schema/0003_tls.sql."""
+from __future__ import annotations
+
+from .engine import cdf
+from .figures import FigureContext, figure
+from .style import new_figure, step_cdf
+
+
+def _runs(ctx: FigureContext, kind: str) -> list[int]:
+    return list(ctx.run_ids(kind))
+
+
+@figure("tls-support", sources=["tls_support_v"], thesis="Fig 4.5")
+def tls_support(ctx: FigureContext) -> None:
+    """Share of hosts supporting session IDs, tickets, both, per TLS version."""
+    runs = _runs(ctx, "tls")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            """SELECT version, count(*)::int AS hosts,
+                      count(*) FILTER (WHERE supports_id)::int,
+                      count(*) FILTER (WHERE supports_ticket)::int,
+                      count(*) FILTER (WHERE supports_id AND supports_ticket)::int,
+                      count(*) FILTER (WHERE NOT supports_id AND NOT supports_ticket)::int
+               FROM tls_support_v WHERE run_id = ANY(%s) GROUP BY version ORDER BY version""", (runs,)).fetchall()
+    ctx.write_csv(["version", "hosts", "session_id", "ticket", "both", "neither"], rows)
+    fig, ax = new_figure("TLS version", "share of hosts [%]")
+    labels = ["session_id", "ticket", "both", "neither"]
+    width = 0.2
+    for i, lab in enumerate(labels):
+        xs = [k + (i - 1.5) * width for k in range(len(rows))]
+        ax.bar(xs, [100 * r[2 + i] / r[1] if r[1] else 0 for r in rows], width, label=lab)
+    ax.set_xticks(range(len(rows)), [f"TLS {r[0]} (n={r[1]})" for r in rows])
+    ax.set_ylim(0, 105)
+    ax.legend()
+    ctx.save(fig)
+
+
+def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
+    runs = _runs(ctx, "tls")
+    cdfs = cdf(ctx.db, "SELECT lifetime_s AS value, version AS grp FROM tls_lifetime_hint_v WHERE run_id = ANY(%s)",
+               (runs,))
+    measured = []
+    with ctx.db.connect() as conn:
+        lrun = conn.execute("SELECT max(id) FROM scan_run WHERE kind = 'tls-lifetime' AND status = 'finished'"
+                            ).fetchone()[0]
+    if lrun is not None and not logx:
+        measured = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
+                               "FROM tls_lifetime_measured_v WHERE run_id = %s", (lrun,))
+    fig, ax = new_figure("lifetime [s]", "CDF of hosts", logx=logx)
+    rows = []
+    for c in cdfs:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"hint TLS {c.group} (n={c.n})")
+        rows += [("hint", c.group, v, p) for v, p in zip(c.values, c.probs)]
+    for c in measured:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"measured {c.group} (n={c.n})", linestyle="--")
+        rows += [("measured", c.group, v, p) for v, p in zip(c.values, c.probs)]
+    ax.legend()
+    ctx.write_csv(["series", "group", "lifetime_s", "cdf"], rows)
+    ctx.save(fig)
+
+
+@figure("tls-lifetime-hint", sources=["tls_lifetime_hint_v", "tls_lifetime_measured_v"], thesis="Fig 4.6")
+def tls_lifetime_hint(ctx: FigureContext) -> None:
+    """CDF of hinted ticket lifetimes and of the measured maximum lifetimes."""
+    _hint_cdf(ctx, logx=False)
+
+
+@figure("tls-lifetime-hint-tail", sources=["tls_lifetime_hint_v"], thesis="Fig 4.7")
+def tls_lifetime_hint_tail(ctx: FigureContext) -> None:
+    """CDF of hinted lifetimes on a log axis (the long tail)."""
+    _hint_cdf(ctx, logx=True)
+
+
+@figure("tls-lifetime-measured", sources=["tls_lifetime_measured_v"], thesis="Fig 4.8")
+def tls_lifetime_measured(ctx: FigureContext) -> None:
+    """CDF of measured maximum resumption lifetimes per mechanism and version."""
+    runs = _runs(ctx, "tls-lifetime")
+    cdfs = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
+                       "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)", (runs,))
+    fig, ax = new_figure("measured maximum resumption lifetime [s]", "CDF of hosts")
+    rows = []
+    for c in cdfs:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})")
+        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
+    ax.legend()
+    ctx.write_csv(["group", "max_resumed_age_s", "cdf"], rows)
+    ctx.save(fig)
+
+
+@figure("tls-shared-groups", sources=["tls_shared_group_size_v"], thesis="Fig 4.9")
+def tls_shared_groups(ctx: FigureContext) -> None:
+    """CDF of shared-state group sizes (resumption groups) and the largest group."""
+    runs = _runs(ctx, "tls-shared")
+    cdfs = cdf(ctx.db, "SELECT size AS value, kind AS grp FROM tls_shared_group_size_v WHERE run_id = ANY(%s)",
+               (runs,))
+    fig, ax = new_figure("group size [hosts]", "CDF of groups")
+    rows = []
+    for c in cdfs:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n} groups)")
+        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
+    ax.legend()
+    ctx.write_csv(["kind", "size", "cdf"], rows)
+    ctx.save(fig)
+
+
+@figure("tls-shared-table", sources=["tls_shared_group_size_v"], thesis="Table 5.3")
+def tls_shared_table(ctx: FigureContext) -> None:
+    """Table 5.3: groups by resumption, by SAN trust and by their union (count, largest)."""
+    runs = _runs(ctx, "tls-shared")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            """SELECT kind, count(*) FILTER (WHERE size > 1)::int AS groups,
+                      coalesce(sum(size) FILTER (WHERE size > 1), 0)::int AS hosts_in_groups,
+                      max(size)::int AS largest,
+                      (array_agg(array_to_string(members, ' ') ORDER BY size DESC, members))[1] AS largest_members
+               FROM tls_shared_group_size_v WHERE run_id = ANY(%s) GROUP BY kind ORDER BY kind""",
+            (runs,)).fetchall()
+    ctx.write_csv(["kind", "groups_size_gt1", "hosts_in_groups", "largest", "largest_members"], rows)
+
+
+@figure("tls-key-rotation", sources=["tls_key_name_span_v"], thesis="Fig 4.10")
+def tls_key_rotation(ctx: FigureContext) -> None:
+    """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound)."""
+    cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM tls_key_name_span_v "
+                       "GROUP BY hostname, version")
+    fig, ax = new_figure("longest observed use of one key_name [s]", "CDF of hosts")
+    rows = []
+    for c in cdfs:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"TLS {c.group} (n={c.n})")
+        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
+    ax.legend()
+    ctx.write_csv(["version", "span_s", "cdf"], rows)
+    ctx.save(fig)
