@@ -8,6 +8,7 @@ APT_PACKAGES=(
   iproute2 nftables procps psmisc curl openssl ca-certificates
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
+  chromium chromium-driver firefox-esr
 )
 
 missing=()
@@ -35,4 +36,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! command -v netsurve
   "$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
   command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
   touch "$stamp"
+fi
+
+# geckodriver (Firefox WebDriver) is not in Debian: build it from crates.io once (~3.5 min).
+CARGO_BIN=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+if [ ! -x "$HOME/.cargo/bin/geckodriver" ] && [ -x "$CARGO_BIN" ]; then
+  echo "install: geckodriver (cargo install)"
+  "$CARGO_BIN" install -q --locked geckodriver >/dev/null 2>&1 || echo "install: geckodriver build failed (Firefox probes unavailable)"
 fi

@@ -1,0 +1,204 @@
+"""CLI: ``netsurvey browser pageload`` (BLAST page-load logger) and ``netsurvey browser
+track`` (tracking-period probes). Run them inside the testbed's vantage namespace
+(``netsurvey testbed exec -- netsurvey browser ...``)."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import List, Optional
+from urllib.parse import urlsplit
+
+import typer
+
+from netsurvey.errors import UsageError
+
+TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
+
+
+def _check_browser(name: str) -> None:
+    from .drivers import BROWSERS
+
+    if name not in BROWSERS:
+        raise UsageError(f"--browser must be one of {', '.join(BROWSERS)}, not {name!r}")
+
+
+def _allowed_urls(urls: list[str], policy) -> list[str]:
+    """Every URL's host must resolve and be allowed by the etiquette policy (else UsageError)."""
+    for u in urls:
+        parts = urlsplit(u)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--url: {u!r} is not an http(s) URL")
+        host = parts.hostname
+        try:
+            addr = str(ipaddress.ip_address(host))
+        except ValueError:
+            try:
+                addr = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+            except OSError:
+                raise UsageError(f"--url: cannot resolve {host!r}") from None
+        why = policy.reason_blocked(addr)
+        if why:
+            raise UsageError(f"--url: {u} ({addr}) is blocked: {why}")
+    return urls
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    browser_app = typer.Typer(no_args_is_help=True, help="Real browsers: page-load logger and tracking probes.")
+    app.add_typer(browser_app, name="browser")
+
+    @browser_app.command("pageload")
+    def pageload(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list: visits https://HOSTNAME/."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets of the list."),
+        url: List[str] = typer.Option([], "--url", help="Extra URL to visit (repeatable)."),
+        browsers: int = typer.Option(2, "--browsers", help="Parallel browser instances."),
+        browser: str = typer.Option("chromium", "--browser", help="chromium (firefox: not yet)."),
+        page_timeout: float = typer.Option(15.0, "--page-timeout", help="Page-load timeout per visit [s]."),
+        profile_root: Optional[Path] = typer.Option(None, "--profile-root", help="Directory for fresh profiles."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Visit pages with parallel real browsers and log every resource (BLAST)."""
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from netsurvey.clictx import migrated_db, open_scan, state
+        from netsurvey.etiquette import TargetPolicy
+        from netsurvey.targets import select_targets
+
+        from .pageload import PageLoadOptions, run_pageload
+        from .store import VisitStore
+
+        _check_browser(browser)
+        if browser != "chromium":
+            raise UsageError("pageload: only --browser chromium is implemented (see browser_probes/README.md)")
+        if browsers < 1 or browsers > 16:
+            raise UsageError("--browsers must be between 1 and 16")
+        if page_timeout <= 0:
+            raise UsageError("--page-timeout must be positive")
+        if not list_name and not url:
+            raise UsageError("give --list NAME and/or --url URL")
+        db = migrated_db()
+        urls = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
+        urls += _allowed_urls(list(url), TargetPolicy.from_config(state.config.etiquette))
+        if list_name:
+            _allowed_urls(urls, TargetPolicy.from_config(state.config.etiquette))
+        ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
+                                             "browser": browser, "page_timeout_s": page_timeout},
+                        packages=("selenium",))
+        store = VisitStore(db, ctx.run.id)
+        err = Console(stderr=True)
+        try:
+            with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, transient=True, disable=as_json) as prog:
+                task = prog.add_task(f"{browser} page loads", total=len(urls))
+                counts = run_pageload(urls, PageLoadOptions(browser=browser, browsers=browsers,
+                                                            page_timeout_s=page_timeout, profile_root=profile_root),
+                                      store, progress=lambda: prog.advance(task))
+        except BaseException:
+            ctx.run.finish("failed", {})
+            raise
+        finally:
+            store.close()
+        ctx.run.finish("finished", counts)
+        summary = {"run_id": ctx.run.id, "visits": len(urls), **counts}
+        if as_json:
+            print(json.dumps(summary))
+        else:
+            print(f"run {ctx.run.id}: {len(urls)} visits, {counts['complete']} complete, "
+                  f"{counts['incomplete']} incomplete, {counts['restarts']} browser restarts")
+
+    @browser_app.command("track")
+    def track(
+        browser: str = typer.Option("chromium", "--browser", help="chromium or firefox."),
+        test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
+        wait: List[float] = typer.Option([6.0], "--wait", help="Seconds between the contexts (repeatable; "
+                                         "> the servers' 5 s keep-alive so connections are new)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
+    ) -> None:
+        """Tracking-period probes: does the browser present an earlier context's TLS state?"""
+        from netsurvey.clictx import open_scan
+
+        from .tracking import ObserverProcess, experiments, os_description, run_experiment
+
+        _check_browser(browser)
+        names = list(TESTS) if "all" in test else list(dict.fromkeys(test))
+        bad = [t for t in names if t not in TESTS]
+        if bad:
+            raise UsageError(f"--test: unknown experiment {bad[0]!r} (use {', '.join(TESTS)} or all)")
+        if any(w < 0 for w in wait):
+            raise UsageError("--wait must not be negative")
+        truth = _ground_truth()
+        exps = experiments(truth)
+        ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait)},
+                        packages=("selenium",))
+        obs = ObserverProcess({p.address for n in names for p in exps[n].probes})
+        conn = ctx.db.connect()
+        osd = os_description()
+        verdicts = []
+        try:
+            for n in names:
+                for w in sorted(wait):
+                    def store_conns(step: str, recs: list[dict], _n=n) -> None:
+                        _store_connections(conn, ctx.run.id, _n, step, recs)
+                    vs, version = run_experiment(exps[n], browser, w, obs, store_conns)
+                    with conn.transaction():
+                        for v in vs:
+                            conn.execute(
+                                "INSERT INTO browser_track_verdict (run_id, browser, browser_version, os, experiment,"
+                                " mechanism, wait_s, expected_max_s, presented, accepted, verdict, detail)"
+                                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                                (ctx.run.id, browser, version, osd, v.experiment, v.mechanism, v.wait_s,
+                                 v.expected_max_s, v.presented, v.accepted, v.verdict, v.detail))
+                    verdicts += [(version, v) for v in vs]
+                    if not as_json:
+                        for v in vs:
+                            print(f"{n:12s} {v.mechanism:15s} wait {w:g} s: {v.verdict} ({v.detail})", file=sys.stderr)
+        except BaseException:
+            ctx.run.finish("failed", {})
+            raise
+        finally:
+            obs.close()
+            conn.close()
+        ctx.run.finish("finished", {"verdicts": len(verdicts),
+                                    "viable": sum(v.verdict == "viable" for _, v in verdicts)})
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, "verdicts": [
+                dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
+                     presented=v.presented, accepted=v.accepted, verdict=v.verdict) for ver, v in verdicts]}))
+        else:
+            print(f"run {ctx.run.id}: {len(verdicts)} verdicts "
+                  f"({sum(v.verdict == 'viable' for _, v in verdicts)} viable)")
+
+
+def _ground_truth() -> dict:
+    from testbed.manager import State, Testbed
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    st = State.load()
+    if not st or not st.complete:
+        raise UsageError("the testbed is not up ('netsurvey testbed up')")
+    path = Path(st.config_path) if st.config_path else DEFAULT_TESTBED_CONFIG
+    return Testbed(load_testbed_config(path), path).ground_truth(st)
+
+
+def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list[dict]) -> None:
+    import datetime as dt
+
+    def b(x):
+        return None if x is None else bytes.fromhex(x)
+
+    with conn.transaction():
+        for r in recs:
+            conn.execute(
+                "INSERT INTO browser_track_connection (run_id, experiment, step, observed_at, transport, server_name,"
+                " server_address, client_port, tfo_cookie, tls_session_id, tls_ticket, tls13_psk_identities,"
+                " tls13_psk_identity, server_version, server_session_id, server_accepted_psk, issued_ticket,"
+                " issued_ticket_lifetime_s) VALUES (%s,%s,%s,%s,'tcp',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (run_id, experiment, step, dt.datetime.fromtimestamp(r["ts"], dt.timezone.utc), r.get("sni"),
+                 r["server"], r["client_port"], b(r.get("tfo_cookie")), b(r.get("session_id")), b(r.get("ticket")),
+                 r.get("psk_identities"), b(r.get("psk_identity")), r.get("server_version"),
+                 b(r.get("server_session_id")), r.get("server_accepted_psk"), b(r.get("issued_ticket")),
+                 r.get("issued_ticket_lifetime_s")))

@@ -1,0 +1,233 @@
+"""Tracking-period probes (Sy 2019, Tables 3.2, 4.2, 6.1): does a browser present, in a
+later context, an identifier the server gave it in an earlier one?
+
+Each experiment is two contexts: the browser visits pages (context 1), the tab is closed
+(or the browser restarted), we wait, and it visits pages again (context 2). The
+server-side :mod:`~browser_probes.observer` records every connection's ClientHello and
+the server's answer; the verdict per mechanism compares context 2's presented
+identifiers with what the server issued in context 1:
+
+* ``tls-session-id`` (TLS 1.2): the ClientHello's session ID equals one the server set;
+* ``tls-ticket`` (TLS 1.2): the SessionTicket extension holds a ticket issued in context 1
+  (NewSessionTicket is cleartext in TLS 1.2);
+* ``tls13-psk``: a pre_shared_key identity is offered. TLS 1.3 tickets travel encrypted,
+  so linking relies on isolation: a fresh profile and hosts contacted only in context 1.
+
+Every host is a dedicated testbed host (``*.track.test``), except the third-party
+experiment which needs distinct sites (a.test, b.test embedding t.test).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .drivers import Browser, BrowserOptions, start_browser
+
+REPO = Path(__file__).resolve().parent.parent
+WEB_NETNS = "nstb-web"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A host whose identifiers of one mechanism are tracked.
+
+    :ivar first_host: host visited in context 1; ``second_host`` in context 2 (differs for
+        virtual hosts and third parties); ``address`` their server address.
+    :ivar expected_max_s: lifetime the server announces (session timeout / hint), seconds.
+    """
+
+    mechanism: str
+    first_host: str
+    second_host: str
+    address: str
+    expected_max_s: float
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Two contexts: ``first_urls`` then ``second_urls`` after ``between`` (tab | restart)."""
+
+    name: str
+    first_urls: tuple[str, ...]
+    second_urls: tuple[str, ...]
+    probes: tuple[Probe, ...]
+    between: str = "tab"
+    private: bool = False
+    description: str = ""
+
+
+def experiments(truth: dict) -> dict[str, Experiment]:
+    """The experiments, with addresses and lifetimes taken from the testbed ground truth."""
+    hosts = {h["hostname"]: h for h in truth["tls_hosts"]}
+
+    def probe(mech: str, h1: str, h2: Optional[str] = None) -> Probe:
+        h = hosts[h1]
+        return Probe(mech, h1, h2 or h1, h["addresses"][0], float(h["session_timeout"]))
+
+    own = (probe("tls13-psk", "track.test"), probe("tls-ticket", "tls12.track.test"),
+           probe("tls-session-id", "id.track.test"))
+    own_urls = tuple(f"https://{p.first_host}/" for p in own)
+    return {
+        "lifetime": Experiment("lifetime", own_urls, own_urls, own,
+                               description="visit, close the tab, wait, revisit"),
+        "hint": Experiment("hint", ("https://hint.track.test/",), ("https://hint.track.test/",),
+                           (probe("tls13-psk", "hint.track.test"),),
+                           description="revisit after the server's lifetime hint expired"),
+        "third-party": Experiment("third-party", ("https://a.test/",), ("https://b.test/",),
+                                  (probe("tls13-psk", "t.test"),),
+                                  description="t.test embedded by a.test, then by b.test"),
+        "restart": Experiment("restart", own_urls, own_urls, own, between="restart",
+                              description="same profile after a browser restart"),
+        "private": Experiment("private", own_urls, own_urls, own, private=True,
+                              description="private/incognito window: close the tab, wait, revisit"),
+        "vhost": Experiment("vhost", ("https://vh.track.test/",), ("https://vh2.track.test/",),
+                            (probe("tls13-psk", "vh.track.test", "vh2.track.test"),),
+                            description="two names on one address and certificate"),
+    }
+
+
+class ObserverProcess:
+    """The observer running in the web namespace; collects its JSON lines in a thread."""
+
+    def __init__(self, addresses: set[str]):
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", WEB_NETNS, sys.executable, "-m", "browser_probes.observer", "--linger", "1.0",
+             *[a for addr in sorted(addresses) for a in ("--address", addr)]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        first = self.proc.stdout.readline().strip()
+        if first != "READY":
+            err = self.proc.stderr.read()[-300:] if self.proc.poll() is not None else ""
+            raise RuntimeError(f"observer did not start: {first!r} {err}")
+        self.records: list[dict] = []
+        self._lock = threading.Lock()
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                self.records.append(rec)
+
+    def since(self, t0: float, t1: float) -> list[dict]:
+        with self._lock:
+            return [r for r in self.records if t0 <= r["ts"] < t1]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome for one probe: ``presented`` (linkable identifier offered in context 2),
+    ``accepted`` (server resumed), ``verdict`` viable/blocked/n/a, and how."""
+
+    experiment: str
+    mechanism: str
+    wait_s: float
+    expected_max_s: float
+    presented: Optional[bool]
+    accepted: Optional[bool]
+    verdict: str
+    detail: str
+
+
+def judge(exp: str, probe: Probe, wait_s: float, first: list[dict], second: list[dict]) -> Verdict:
+    """Compare what context 2 presented with what context 1 was issued (see module doc)."""
+    c1 = [r for r in first if r.get("sni") == probe.first_host]
+    c2 = [r for r in second if r.get("sni") == probe.second_host]
+    m = probe.mechanism
+    if m == "tls-session-id":
+        issued = {r["server_session_id"] for r in c1 if r.get("server_version") == "1.2" and r.get("server_session_id")}
+        hits = [r for r in c2 if r.get("session_id") in issued]
+        acc = [r for r in hits if r.get("server_session_id") == r.get("session_id")]
+    elif m == "tls-ticket":
+        issued = {r["issued_ticket"] for r in c1 if r.get("issued_ticket")}
+        hits = [r for r in c2 if r.get("ticket") and r["ticket"] in issued]
+        acc = [r for r in hits if r.get("server_session_id") and r.get("server_session_id") == r.get("session_id")]
+    else:  # tls13-psk
+        issued = {"(encrypted)"} if any(r.get("server_version") == "1.3" for r in c1) else set()
+        hits = [r for r in c2 if r.get("psk_identities")]
+        acc = [r for r in hits if r.get("server_accepted_psk")]
+    if not c1:
+        return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
+                       f"no connection to {probe.first_host} in context 1")
+    if not issued:
+        return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
+                       f"server issued no {m} in context 1 ({len(c1)} connections)")
+    presented = bool(hits)
+    detail = (f"context 1: {len(c1)} connections to {probe.first_host}; context 2: {len(c2)} to "
+              f"{probe.second_host}, {len(hits)} presenting, {len(acc)} resumed")
+    return Verdict(exp, m, wait_s, probe.expected_max_s, presented, bool(acc) if c2 else None,
+                   "viable" if presented else "blocked", detail)
+
+
+def _visit_all(b: Browser, urls: tuple[str, ...]) -> None:
+    for u in urls:
+        b.driver.get(u)
+
+
+def _close_tab(b: Browser) -> None:
+    old = b.driver.current_window_handle
+    b.driver.switch_to.new_window("tab")
+    new = b.driver.current_window_handle
+    b.driver.switch_to.window(old)
+    b.driver.close()
+    b.driver.switch_to.window(new)
+
+
+def run_experiment(exp: Experiment, browser: str, wait_s: float, obs: ObserverProcess,
+                   on_connections: Callable[[str, list[dict]], None] = lambda step, recs: None,
+                   profile_root: Optional[Path] = None) -> tuple[list[Verdict], str]:
+    """Run one experiment with one wait; returns the verdicts and the browser version."""
+    import tempfile
+
+    prof = Path(tempfile.mkdtemp(prefix=f"track-{browser}-", dir=profile_root))
+    bo = BrowserOptions(browser=browser, profile_dir=prof, private=exp.private)
+    b = start_browser(bo)
+    version = b.version
+    try:
+        t0 = time.time()
+        _visit_all(b, exp.first_urls)
+        if exp.between == "restart":
+            b.quit()
+        elif exp.private:
+            b.driver.get("about:blank")   # a new tab in headless incognito hangs the renderer
+        else:
+            _close_tab(b)
+        time.sleep(wait_s)
+        t1 = time.time()
+        if exp.between == "restart":
+            b = start_browser(bo)
+        _visit_all(b, exp.second_urls)
+        time.sleep(1.6)     # observer linger + margin
+        t2 = time.time()
+    finally:
+        b.quit()
+        import shutil
+        shutil.rmtree(prof, ignore_errors=True)
+    first, second = obs.since(t0, t1), obs.since(t1, t2)
+    on_connections("first", first)
+    on_connections("second", second)
+    return [judge(exp.name, p, wait_s, first, second) for p in exp.probes], version
+
+
+def os_description() -> str:
+    return f"{platform.system()} {platform.release()} ({platform.freedesktop_os_release().get('PRETTY_NAME', '')})" \
+        if hasattr(platform, "freedesktop_os_release") else platform.platform()
