@@ -1,0 +1,234 @@
+"""`netsurvey scan tfo | tfo-lb | tfo-reuse` (registered by netsurvey/cli.py)."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from netsurvey.clictx import migrated_db, open_scan, state
+from netsurvey.errors import UsageError
+from netsurvey.scanning import ScanTarget
+from netsurvey.targets import select_targets
+
+err = Console(stderr=True)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'45m', '30s', '1.5h', '2d', '500ms' or plain seconds -> seconds."""
+    m = _DURATION.match(text or "")
+    if not m:
+        raise UsageError(f"--interval: {text!r} is not a duration such as 45m, 30s or 10")
+    mult = {"ms": 0.001, None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    return float(m.group(1)) * mult
+
+
+def _check_common(port: int, rate: float, cooldown: float) -> None:
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port: {port} is not a TCP port (1-65535)")
+    if rate < 0:
+        raise UsageError("--rate must be >= 0 (0 = unlimited)")
+    if cooldown < 0:
+        raise UsageError("--cooldown must be >= 0")
+
+
+def _nameservers(ns: Optional[str]) -> Optional[list[str]]:
+    if ns is None:
+        return None
+    try:
+        ipaddress.ip_address(ns)
+    except ValueError:
+        raise UsageError(f"--nameserver: {ns!r} is not an IP address") from None
+    return [ns]
+
+
+def _print(result: dict, as_json: bool, text: str) -> None:
+    if as_json:
+        print(json.dumps(result, default=str))
+    else:
+        Console().print(text)
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @scan_app.command("tfo")
+    def scan_tfo(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames) to probe."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames of the list."),
+        cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe every address of a network instead of a list."),
+        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        all_addresses: bool = typer.Option(False, "--all-addresses", help="Probe every A and AAAA address (default: the first A, as the thesis)."),
+        experimental: bool = typer.Option(False, "--experimental", help="Request cookies with option 254/0xF989 instead of 34."),
+        cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies after the last probe."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="64-bit key of the reply-matching hash (default: random per run)."),
+        kernel_sample: int = typer.Option(0, "--kernel-check", help="Cross-check N TFO targets with the kernel's TFO client."),
+        nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server instead of the system resolver."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
+        from .scanner import TfoOptions
+        from .survey import new_seed, resolve_targets, support_scan
+
+        _check_common(port, rate, cooldown)
+        if (list_name is None) == (cidr is None):
+            raise UsageError("give exactly one of --list NAME or --cidr NETWORK")
+        if kernel_sample < 0:
+            raise UsageError("--kernel-check must be >= 0")
+        ns = _nameservers(nameserver)
+        if cidr is not None:
+            try:
+                net = ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise UsageError(f"--cidr: {exc}") from None
+            if net.num_addresses > 1 << 24:
+                raise UsageError("--cidr: at most a /8 (IPv4) per run")
+            targets = [ScanTarget(None, str(a), port) for a in net]
+            failed = []
+        else:
+            db = migrated_db()
+            chosen = select_targets(db, list_name, top)
+            targets, failed = resolve_targets(chosen, port, all_addresses, ns)
+        seed = new_seed() if seed is None else seed & (2**64 - 1)
+        params = dict(list=list_name, top=top, cidr=cidr, port=port, rate=rate, all_addresses=all_addresses,
+                      experimental=experimental, cooldown=cooldown, seed=seed, kernel_check=kernel_sample)
+        ctx = open_scan("tfo", params)
+        try:
+            counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental), targets, failed,
+                                  kernel_sample=kernel_sample, show_progress=not as_json)
+        except BaseException:
+            ctx.run.finish("failed")
+            raise
+        ctx.run.finish("finished", counts)
+        _print({"run_id": ctx.run.id, "counts": counts}, as_json,
+               f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
+
+    @scan_app.command("tfo-lb")
+    def scan_tfo_lb(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
+        support_run: Optional[int] = typer.Option(None, "--support-run", help="Only hostnames with TFO in this 'scan tfo' run."),
+        rounds: int = typer.Option(10, "--rounds", help="Connections per hostname."),
+        interval: str = typer.Option("45m", "--interval", help="Time between rounds (45m, 30s, 10 = seconds)."),
+        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies after each round."),
+        nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server (e.g. the authoritative one) instead of the system resolver."),
+        resume: Optional[int] = typer.Option(None, "--resume", help="Continue the survey of this run id after a restart."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
+        stop_after: Optional[int] = typer.Option(None, "--stop-after", hidden=True, help="Stop after this round (tests of --resume)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Load-balancing survey: re-resolve and probe each hostname once per round (Fig 3.2, 3.3)."""
+        from netsurvey.runs import Run
+        from netsurvey.scanning import ScanContext
+        from netsurvey.targets import Target
+
+        from .scanner import TfoOptions
+        from .survey import LbPlan, lb_survey, new_seed
+
+        db = migrated_db()
+        if resume is not None:
+            with db.connect() as conn:
+                row = conn.execute("SELECT kind, parameters, status FROM scan_run WHERE id=%s", (resume,)).fetchone()
+            if row is None or row[0] != "tfo-lb":
+                raise UsageError(f"--resume: no tfo-lb run with id {resume}")
+            p = row[1]
+            hostnames = tuple(Target(r, h) for r, h in p["hostnames"])
+            plan = LbPlan(hostnames, p["port"], p["rounds"], p["interval"], tuple(p["nameservers"]) if p["nameservers"] else None)
+            from netsurvey.clictx import state as st
+            from netsurvey.etiquette import RateLimiter, TargetPolicy
+            cfg = st.config
+            ctx = ScanContext(db=db, run=Run(db, resume), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+                              limiter=RateLimiter(cfg.etiquette.rate_pps))
+            with db.connect() as conn:
+                conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (resume,))
+            opts = TfoOptions(p["rate"], p["cooldown"], p["seed"])
+        else:
+            if list_name is None:
+                raise UsageError("--list NAME is required (or --resume RUN)")
+            if rounds < 1 or rounds > 1000:
+                raise UsageError("--rounds must be between 1 and 1000")
+            secs = parse_duration(interval)
+            _check_common(port, rate, cooldown)
+            ns = _nameservers(nameserver)
+            chosen = select_targets(db, list_name, top)
+            if support_run is not None:
+                with db.connect() as conn:
+                    ok = {h for (h,) in conn.execute(
+                        "SELECT DISTINCT hostname FROM tfo_probe WHERE run_id=%s AND cookie_len > 0", (support_run,))}
+                if not ok:
+                    raise UsageError(f"--support-run: run {support_run} has no hostname with TFO")
+                chosen = [t for t in chosen if t.hostname in ok]
+            seed = new_seed() if seed is None else seed & (2**64 - 1)
+            plan = LbPlan(tuple(chosen), port, rounds, secs, tuple(ns) if ns else None)
+            params = dict(list=list_name, top=top, support_run=support_run, rounds=rounds, interval=secs, port=port,
+                          rate=rate, cooldown=cooldown, seed=seed, nameservers=ns,
+                          hostnames=[(t.rank, t.hostname) for t in chosen])
+            ctx = open_scan("tfo-lb", params)
+            opts = TfoOptions(rate, cooldown, seed)
+        try:
+            counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
+        except BaseException:
+            ctx.run.finish("failed" if stop_after is None else "cancelled", {"rounds_done": _done(ctx)})
+            raise
+        status = "finished" if counts["rounds_done"] >= plan.rounds else "cancelled"
+        ctx.run.finish(status, counts)
+        _print({"run_id": ctx.run.id, "status": status, "counts": counts}, as_json,
+               f"tfo-lb run {ctx.run.id} ({status}): {counts}")
+
+    @scan_app.command("tfo-reuse")
+    def scan_tfo_reuse(
+        list_name: str = typer.Option(..., "--list", help="Target list (hostnames)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
+        lb_run: Optional[int] = typer.Option(None, "--lb-run", help="Also use the addresses a 'scan tfo-lb' run saw."),
+        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies."),
+        ipv6: bool = typer.Option(False, "--ipv6", help="Include AAAA addresses."),
+        nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Do a hostname's addresses accept each other's cookies? SYN+data with A's cookie to B (and A)."""
+        import asyncio
+
+        from netsurvey.resolve import resolve_many
+
+        from .scanner import TfoOptions
+        from .survey import new_seed, reuse_scan
+
+        _check_common(port, rate, cooldown)
+        db = migrated_db()
+        chosen = select_targets(db, list_name, top)
+        res = asyncio.run(resolve_many([t.hostname for t in chosen], ipv6=ipv6, nameservers=_nameservers(nameserver)))
+        addresses = {t.hostname: list(res[t.hostname].addresses) for t in chosen}
+        if lb_run is not None:
+            with db.connect() as conn:
+                for h, a in conn.execute("SELECT DISTINCT hostname, host(address) FROM tfo_probe WHERE run_id=%s "
+                                         "AND round > 0 AND address IS NOT NULL ORDER BY 1, 2", (lb_run,)):
+                    if h in addresses and a not in addresses[h]:
+                        addresses[h].append(a)
+        seed = new_seed() if seed is None else seed & (2**64 - 1)
+        ctx = open_scan("tfo-reuse", dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
+                                          cooldown=cooldown, ipv6=ipv6, seed=seed))
+        try:
+            counts = reuse_scan(ctx, TfoOptions(rate, cooldown, seed), addresses, port)
+        except BaseException:
+            ctx.run.finish("failed")
+            raise
+        ctx.run.finish("finished", counts)
+        _print({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")
+
+
+def _done(ctx) -> int:
+    from .survey import rounds_done
+
+    try:
+        return rounds_done(ctx)
+    except Exception:
+        return 0
