@@ -1,0 +1,196 @@
+"""CLI: ``netsurvey scan tls``, ``tls-lifetime``, ``tls-shared``, ``tls-zgrab``."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from netsurvey.errors import UsageError
+
+from .results import VERSIONS
+
+
+def _versions(text: str) -> tuple[str, ...]:
+    vs = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    bad = [v for v in vs if v not in VERSIONS]
+    if bad or not vs:
+        raise UsageError(f"--tls: unknown version {bad[0] if bad else text!r} (use 1.2, 1.3 or 1.2,1.3)")
+    return vs
+
+
+def _mechanisms(text: str) -> tuple[str, ...]:
+    ms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not ms or any(m not in ("id", "ticket") for m in ms):
+        raise UsageError(f"--mechanism: expected id, ticket or id,ticket, got {text!r}")
+    return ms
+
+
+def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> list[tuple[Optional[int], str, Optional[str]]]:
+    """(rank, hostname, fixed address) from --list/--top and --target HOST[=ADDR]."""
+    from netsurvey.clictx import migrated_db
+    from netsurvey.targets import select_targets
+
+    from .survey import parse_target_spec
+
+    if not list_name and not targets:
+        raise UsageError("give --list NAME or at least one --target HOST[=ADDRESS]")
+    if top is not None and not list_name:
+        raise UsageError("--top needs --list")
+    out: list[tuple[Optional[int], str, Optional[str]]] = []
+    for spec in targets:
+        try:
+            h, a = parse_target_spec(spec)
+        except ValueError as exc:
+            raise UsageError(f"--target: {exc}") from None
+        out.append((None, h, a))
+    if list_name:
+        out += [(t.rank, t.hostname, None) for t in select_targets(migrated_db(), list_name, top)]
+    return out
+
+
+def _positive(name: str, v: float) -> float:
+    if not v > 0:
+        raise UsageError(f"{name} must be positive")
+    return v
+
+
+def _print(summary: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary, sort_keys=True, default=str))
+    else:
+        typer.echo(" ".join(f"{k}={v}" for k, v in summary.items()))
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+
+    @scan_app.command("tls")
+    def scan_tls(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan (newest import)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
+        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        tls: str = typer.Option("1.2,1.3", "--tls", help="Versions to probe, each pinned: 1.2, 1.3 or 1.2,1.3."),
+        port: int = typer.Option(443, "--port", help="TCP port."),
+        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate (still recorded)."),
+        no_check_resumption: bool = typer.Option(False, "--no-check-resumption",
+                                                 help="Only the initial handshake (no immediate ID/ticket resumption)."),
+        ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
+        concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
+        repeat: int = typer.Option(1, "--repeat", help="Rounds (one scan_run each), for key_name rotation (Fig 4.10)."),
+        interval: float = typer.Option(0.0, "--interval", help="Seconds between round starts with --repeat."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    ):
+        """TLS handshake survey: session IDs, tickets (key_name, lifetime), certificates (Fig 4.5-4.7, 4.10)."""
+        from .run import run_survey
+        from .results import TlsOptions
+
+        versions = _versions(tls)
+        _positive("--timeout", timeout)
+        if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or interval < 0:
+            raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
+        hosts = _hosts(list_name, top, target)
+        opts = TlsOptions(versions=versions, port=port, timeout=timeout, verify=not no_verify,
+                          check_resumption=not no_check_resumption, ipv6=ipv6)
+        runs = []
+        for i in range(repeat):
+            t0 = time.monotonic()
+            runs.append(run_survey(hosts, opts, concurrency=concurrency, list_name=list_name))
+            if i + 1 < repeat:
+                time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+        _print(runs[0] if repeat == 1 else {"runs": runs}, as_json)
+
+    @scan_app.command("tls-lifetime")
+    def scan_tls_lifetime(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
+        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        max_age: str = typer.Option("24h", "--max-age", help="Largest age tried: seconds or 90s/5m/24h/1d."),
+        step: str = typer.Option("5m", "--step", help="Spacing of ages: seconds or 5m etc."),
+        mechanism: str = typer.Option("id,ticket", "--mechanism", help="id (TLS 1.2 session IDs), ticket, or both."),
+        tls: str = typer.Option("1.2,1.3", "--tls", help="Versions: 1.2, 1.3 or 1.2,1.3."),
+        chain: bool = typer.Option(False, "--chain", help="Present each renewed session (measures prolongation)."),
+        keep_going: bool = typer.Option(False, "--keep-going", help="Try all ages even after a refusal."),
+        ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
+        port: int = typer.Option(443, "--port"),
+        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
+        concurrency: int = typer.Option(100, "--concurrency", help="Handshakes in flight."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    ):
+        """Measured maximum resumption lifetime per host and mechanism (Fig 4.6 measured, Fig 4.8)."""
+        from .lifetime import LifetimeOptions, parse_duration
+        from .run import run_lifetime
+
+        try:
+            ma, st = parse_duration(max_age), parse_duration(step)
+        except ValueError as exc:
+            raise UsageError(f"--max-age/--step: {exc}") from None
+        if st > ma:
+            raise UsageError("--step must not exceed --max-age")
+        _positive("--timeout", timeout)
+        opts = LifetimeOptions(max_age=ma, step=st, mechanisms=_mechanisms(mechanism), versions=_versions(tls),
+                               chain=chain, stop_on_refusal=not keep_going, timeout=timeout, verify=not no_verify)
+        hosts = _hosts(list_name, top, target)
+        _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency), as_json)
+
+    @scan_app.command("tls-shared")
+    def scan_tls_shared(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
+        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        groups: Optional[Path] = typer.Option(None, "--groups",
+                                              help="CSV 'group,hostname': pairs only within each group "
+                                                   "(e.g. a site's domain tree)."),
+        shard: str = typer.Option("0/1", "--shard", help="I/N: this worker's share of the origin hosts."),
+        merge: List[int] = typer.Option([], "--merge", help="Only compute groups from these runs' attempts."),
+        mechanism: str = typer.Option("id,ticket", "--mechanism", help="id, ticket or id,ticket."),
+        tls: str = typer.Option("1.2,1.3", "--tls", help="Versions: 1.2, 1.3 or 1.2,1.3."),
+        family: int = typer.Option(4, "--family", help="Address family of the pairs: 4 or 6."),
+        port: int = typer.Option(443, "--port"),
+        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
+        concurrency: int = typer.Option(100, "--concurrency", help="Handshakes in flight."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    ):
+        """Cross-host resumption: shared-state groups, SAN groups and their union (Fig 4.9, Table 5.3)."""
+        from .run import read_groups, run_shared
+        from .shared import SharedOptions
+
+        try:
+            i, n = (int(x) for x in shard.split("/"))
+            if not (n >= 1 and 0 <= i < n):
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--shard: expected I/N with 0 <= I < N, got {shard!r}") from None
+        if family not in (4, 6):
+            raise UsageError("--family must be 4 or 6")
+        group_map = read_groups(groups) if groups else None
+        if group_map is not None:
+            hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
+        else:
+            hosts = _hosts(list_name, top, target)
+        opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls), shard=(i, n),
+                             timeout=timeout, verify=not no_verify)
+        _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
+                          concurrency=concurrency), as_json)
+
+    @scan_app.command("tls-zgrab")
+    def scan_tls_zgrab(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
+        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        ingest: Optional[Path] = typer.Option(None, "--ingest", help="Import this zgrab2 JSON-lines file instead of running zgrab2."),
+        senders: int = typer.Option(100, "--senders", help="zgrab2 -s."),
+        ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    ):
+        """Bulk TLS 1.2 ticket survey with zgrab2 (pinned), ingested into tls_handshake."""
+        from .zgrab import run_zgrab
+
+        if ingest is not None and not ingest.exists():
+            raise UsageError(f"{ingest}: file not found")
+        hosts = _hosts(list_name, top, target) if ingest is None else []
+        _print(run_zgrab(hosts, ingest=ingest, senders=senders, ipv6=ipv6), as_json)

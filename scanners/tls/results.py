@@ -1,0 +1,124 @@
+"""Options and result records of the TLS scanners (frozen; units in the docstrings)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+VERSIONS = ("1.2", "1.3")
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """Options of the handshake survey (``netsurvey scan tls``).
+
+    :ivar versions: TLS versions probed separately per target, each pinned (min = max).
+    :ivar port: TCP port.
+    :ivar timeout: seconds for connect and for each read.
+    :ivar verify: verify the certificate chain and hostname (a failure is recorded as
+        ``bad-certificate``); False accepts any certificate and still records it.
+    :ivar check_resumption: after the initial handshake, try once to resume by session ID
+        (TLS 1.2, tickets disabled) and by ticket, immediately (classifies support).
+    :ivar ipv6: also probe the target's IPv6 addresses.
+    """
+
+    versions: tuple[str, ...] = VERSIONS
+    port: int = 443
+    timeout: float = 5.0
+    verify: bool = True
+    check_resumption: bool = True
+    ipv6: bool = True
+
+
+@dataclass(frozen=True)
+class TicketInfo:
+    """One session ticket the server issued.
+
+    :ivar lifetime: ticket_lifetime_hint (TLS 1.2) / ticket_lifetime (TLS 1.3), seconds.
+    :ivar length: ticket length, bytes.
+    :ivar key_name: first 16 bytes if the ticket follows RFC 5077's structure, else None.
+    :ivar format: ``rfc5077``, ``rfc5077-openssl`` or ``opaque`` (see wire.ticket_format).
+    :ivar max_early_data: TLS 1.3 early_data extension's max_early_data_size, bytes (None if absent).
+    :ivar ticket: the ticket bytes.
+    """
+
+    lifetime: int
+    length: int
+    key_name: Optional[bytes]
+    format: str
+    max_early_data: Optional[int]
+    ticket: bytes
+
+
+@dataclass(frozen=True)
+class HandshakeObservation:
+    """One full handshake with one address, SNI and pinned version.
+
+    :ivar version: requested version ('1.2' / '1.3').
+    :ivar status: ScanStatus value ('success', 'application-error', ...).
+    :ivar error: failure reason ('tls-alert:protocol_version', 'bad-certificate: ...',
+        'not-tls', 'reset', 'timeout', ...), None on success.
+    :ivar negotiated: negotiated version as Python reports it ('TLSv1.3'), None on failure.
+    :ivar cipher: negotiated cipher suite name.
+    :ivar session_id_len: ServerHello session_id length in bytes (TLS 1.2 only; None for 1.3,
+        where the field only echoes the client's).
+    :ivar tickets: the tickets issued (TLS 1.2: in the handshake; TLS 1.3: after it).
+    :ivar cert_sha256: SHA-256 of the leaf certificate (DER), bytes.
+    :ivar cert_issuer: issuer DN (RFC 4514).
+    :ivar cert_sans: DNS names of the subjectAltName extension.
+    :ivar id_resumed: an immediate resumption by session ID (tickets disabled) succeeded
+        (TLS 1.2; None if not tried).
+    :ivar ticket_resumed: an immediate resumption with the first ticket succeeded (None if
+        not tried, e.g. no ticket).
+    :ivar handshake_ms: time from TCP connect to handshake completion, milliseconds.
+    """
+
+    version: str
+    status: str
+    error: Optional[str] = None
+    negotiated: Optional[str] = None
+    cipher: Optional[str] = None
+    session_id_len: Optional[int] = None
+    tickets: tuple[TicketInfo, ...] = ()
+    cert_sha256: Optional[bytes] = None
+    cert_issuer: Optional[str] = None
+    cert_sans: tuple[str, ...] = ()
+    id_resumed: Optional[bool] = None
+    ticket_resumed: Optional[bool] = None
+    handshake_ms: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class TlsSurveyResult:
+    """All versions probed at one (hostname, address)."""
+
+    observations: tuple[HandshakeObservation, ...]
+
+
+@dataclass(frozen=True)
+class ResumptionAttempt:
+    """One attempt to resume a session (lifetime and shared-state probes).
+
+    :ivar mechanism: 'id' (TLS 1.2 session ID, tickets disabled) or 'ticket'.
+    :ivar version: '1.2' or '1.3'.
+    :ivar origin_host / origin_address: where the session was established.
+    :ivar host / address: where resumption was attempted (SNI / destination).
+    :ivar age: seconds between the initial handshake's completion and this attempt.
+    :ivar resumed: the server accepted the session (abbreviated handshake / PSK).
+    :ivar status / error: outcome of the attempt's handshake itself.
+    :ivar chain_index: position in a --chain sequence (0 = first resumption after the
+        initial handshake; always 0 without --chain).
+    :ivar key_name: key_name of the presented ticket (None for IDs / opaque tickets).
+    """
+
+    mechanism: str
+    version: str
+    origin_host: str
+    origin_address: str
+    host: str
+    address: str
+    age: float
+    resumed: bool
+    status: str
+    error: Optional[str] = None
+    chain_index: int = 0
+    key_name: Optional[bytes] = None

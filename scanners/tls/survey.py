@@ -1,0 +1,146 @@
+"""The handshake survey (``netsurvey scan tls``): per hostname, address and version one full
+handshake recording session ID, tickets (bytes, key_name, lifetime), certificate facts,
+and optionally immediate resumption checks by ID and by ticket."""
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from typing import Iterable, Optional
+
+from netsurvey.resolve import resolve_many
+from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, Scanner
+from netsurvey.writer import ResultWriter
+
+from .engine import certificate_facts, handshake, make_context
+from .results import HandshakeObservation, TlsOptions, TlsSurveyResult
+from .tls13 import KeyLog
+
+
+class TlsScanner(Scanner):
+    """Handshake survey scanner (kind ``tls``)."""
+
+    name = "tls"
+
+    def init(self, options: TlsOptions, ctx) -> None:
+        super().init(options, ctx)
+        self.keylog = KeyLog()
+        self.contexts = {(v, t): make_context(v, tickets=t, verify=options.verify, keylog=self.keylog)
+                         for v in options.versions for t in (True, False)}
+
+    async def scan(self, target: ScanTarget) -> ScanOutcome:
+        obs = [await self._probe_version(target, v) for v in self.options.versions]
+        best = next((o for o in obs if o.status == ScanStatus.SUCCESS.value), obs[0])
+        return ScanOutcome(target, ScanStatus(best.status), TlsSurveyResult(tuple(obs)), best.error)
+
+    async def _probe_version(self, t: ScanTarget, version: str) -> HandshakeObservation:
+        o = self.options
+        ctx = self.contexts[(version, True)]
+        h = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog)
+        if not h.ok:
+            return HandshakeObservation(version, h.status.value, h.error)
+        fp, issuer, sans = certificate_facts(h.cert_der)
+        sid_len = len(h.session_id) if version == "1.2" and h.session_id is not None else None
+        id_resumed = ticket_resumed = None
+        if o.check_resumption:
+            if h.tickets and h.session is not None:
+                r = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
+                                    keylog=self.keylog, read_tickets=False)
+                ticket_resumed = r.ok and r.resumed
+            if version == "1.2":
+                id_resumed, id_len = await self._check_id(t, version)
+                if id_len is not None:
+                    sid_len = id_len
+        return HandshakeObservation(
+            version, h.status.value, None, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
+            id_resumed, ticket_resumed, h.handshake_ms)
+
+    async def _check_id(self, t: ScanTarget, version: str) -> tuple[Optional[bool], Optional[int]]:
+        """Session-ID-only handshake (client offers no ticket) and one immediate resumption."""
+        ctx = self.contexts[(version, False)]
+        a = await handshake(t.address, t.port, t.hostname, ctx, timeout=self.options.timeout)
+        if not a.ok:
+            return None, None
+        sid_len = len(a.session_id or b"")
+        if not sid_len or a.session is None:
+            return False, sid_len
+        b = await handshake(t.address, t.port, t.hostname, ctx, timeout=self.options.timeout, session=a.session)
+        return b.ok and b.resumed, sid_len
+
+    def close(self) -> None:
+        self.keylog.close()
+
+
+# ---------------------------------------------------------------------------- targets
+
+def parse_target_spec(spec: str) -> tuple[str, Optional[str]]:
+    """``HOST`` or ``HOST=ADDRESS`` (an ad-hoc target); raises ValueError."""
+    host, _, addr = spec.partition("=")
+    host = host.strip().lower().rstrip(".")
+    if not host:
+        raise ValueError(f"bad target {spec!r}: empty hostname")
+    if addr:
+        ipaddress.ip_address(addr.strip())
+        return host, addr.strip()
+    return host, None
+
+
+async def expand_targets(hosts: Iterable[tuple[Optional[int], str, Optional[str]]], port: int, ipv6: bool
+                         ) -> tuple[list[ScanTarget], list[ScanOutcome]]:
+    """(rank, hostname, fixed address or None) -> ScanTargets (one per resolved address) and
+    RESOLUTION_FAILED outcomes for names without addresses."""
+    hosts = list(hosts)
+    names = [h for _, h, a in hosts if a is None]
+    res = await resolve_many(names, ipv6=ipv6) if names else {}
+    targets, failed = [], []
+    for rank, host, addr in hosts:
+        if addr is not None:
+            targets.append(ScanTarget(host, addr, port, rank))
+            continue
+        r = res[host]
+        addrs = r.ipv4 + (r.ipv6 if ipv6 else ())
+        if not addrs:
+            failed.append(ScanOutcome(ScanTarget(host, None, port, rank), ScanStatus.RESOLUTION_FAILED, None,
+                                      r.error or "no-address"))
+        for a in addrs:
+            targets.append(ScanTarget(host, a, port, rank))
+    return targets, failed
+
+
+# ---------------------------------------------------------------------------- storage
+
+HANDSHAKE_COLUMNS = [
+    ("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("port", "int4"),
+    ("version", "text"), ("status", "text"), ("error", "text"), ("negotiated", "text"), ("cipher", "text"),
+    ("session_id_len", "int4"), ("ticket_count", "int4"), ("ticket_lifetime", "int4"), ("max_early_data", "int8"),
+    ("ticket", "bytea"), ("ticket_len", "int4"), ("key_name", "bytea"), ("ticket_format", "text"),
+    ("cert_sha256", "bytea"), ("cert_issuer", "text"), ("cert_sans", "text[]"), ("id_resumed", "bool"),
+    ("ticket_resumed", "bool"), ("handshake_ms", "float8"), ("observed_at", "timestamptz"), ("source", "text"),
+]
+
+
+def handshake_writer(db) -> ResultWriter:
+    return ResultWriter(db, "tls_handshake", [c for c, _ in HANDSHAKE_COLUMNS],
+                        types=[t for _, t in HANDSHAKE_COLUMNS], batch_rows=2000)
+
+
+def handshake_rows(run_id: int, outcome: ScanOutcome, versions: tuple[str, ...], source: str = "netsurvey"):
+    """Rows for tls_handshake from one outcome (one per version; failures before any
+    handshake — resolution, policy — give one row per version with that status)."""
+    t = outcome.target
+    addr = ipaddress.ip_address(t.address) if t.address else None
+    now = dt.datetime.now(dt.timezone.utc)
+    if outcome.result is None:
+        for v in versions:
+            yield (run_id, t.rank, t.hostname, addr, t.port, v, outcome.status.value, outcome.error,
+                   None, None, None, 0, None, None, None, None, None, None, None, None, None, None, None, None,
+                   now, source)
+        return
+    for o in outcome.result.observations:
+        first = o.tickets[0] if o.tickets else None
+        yield (run_id, t.rank, t.hostname, addr, t.port, o.version, o.status, o.error, o.negotiated, o.cipher,
+               o.session_id_len, len(o.tickets), first.lifetime if first else None,
+               first.max_early_data if first else None, first.ticket if first else None,
+               first.length if first else None, first.key_name if first else None,
+               first.format if first else None, o.cert_sha256, o.cert_issuer,
+               list(o.cert_sans) if o.cert_sha256 else None, o.id_resumed, o.ticket_resumed, o.handshake_ms,
+               now, source)
