@@ -77,8 +77,9 @@ def needs_root():
 
 @pytest.fixture(scope="session")
 def _testbed_session():
-    """Brings the machine-wide testbed up once; takes it down at the end only if this
-    session brought it up (a developer's running testbed is left alone)."""
+    """Brings the machine-wide testbed up once. It is left running at the end (other
+    test sessions or a developer may be using it); set NETSURVEY_TESTBED_TEARDOWN=1 to
+    take it down at the end if this session brought it up."""
     if os.geteuid() != 0:
         pytest.skip("the testbed needs root")
     from testbed.manager import State, Testbed, down
@@ -88,7 +89,7 @@ def _testbed_session():
     st = State.load()
     was_up = bool(st and st.complete and tb.healthy(st))
     yield tb
-    if not was_up and not os.environ.get("NETSURVEY_KEEP_TESTBED"):
+    if not was_up and os.environ.get("NETSURVEY_TESTBED_TEARDOWN"):
         down(log=lambda *_: None)
 
 
