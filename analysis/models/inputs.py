@@ -87,11 +87,15 @@ def failure_rates_file(path: Path) -> list[float]:
 def failure_rates_db(db: Database, runs: tuple[int, ...] = ()) -> tuple[list[float], list[int]]:
     check_views(db, "tfo-revisits")
     with db.connect() as conn:
-        cond, params = ("WHERE scan_run_id = ANY(%s)", [list(runs)]) if runs else ("", [])
+        # one survey's rates (revisit 1..N): the given run, else the newest survey in the view
+        cond, params = ("WHERE scan_run_id = ANY(%s)", [list(runs)]) if runs else \
+            ("WHERE scan_run_id = (SELECT max(scan_run_id) FROM model_tfo_revisit_failure)", [])
         rows = conn.execute(f"SELECT revisit, failure_rate, scan_run_id FROM model_tfo_revisit_failure {cond} "
                             "ORDER BY revisit", params).fetchall()
     if not rows:
         raise UsageError("model_tfo_revisit_failure holds no rows for the selected runs")
+    if len({r[2] for r in rows}) > 1:
+        raise UsageError("model_tfo_revisit_failure: give one --run (each survey has its own revisit series)")
     return [float(r[1]) for r in rows], sorted({r[2] for r in rows})
 
 
@@ -199,7 +203,9 @@ def pages_db(db: Database, runs: tuple[int, ...] = ()) -> list[Page]:
             pages[v]["resources"].append({"id": rid, "parent": par, "server": s, "size": size, "redirect": red})
     for v, s, tls, ver, h2 in srv:
         if v in pages:
-            pages[v]["servers"].append({"name": s, "tls": tls, "tls_version": ver, "h2": h2})
+            # tls_version NULL: the logger does not record it and no `scan tls` saw the host;
+            # the model's default (1.3) applies (analysis/README.md, views section)
+            pages[v]["servers"].append({"name": s, "tls": tls, "tls_version": ver or "1.3", "h2": h2})
     if not pages:
         raise UsageError("model_page_visit holds no visits for the selected runs")
     return [_page(p, f"visit {v}") for v, p in pages.items()]
