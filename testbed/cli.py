@@ -23,11 +23,15 @@ err = Console(stderr=True)
 _CONFIG_OPT = typer.Option(None, "--config", help="Testbed config (default: config/testbed.toml).")
 
 
-def _testbed(config: Optional[Path]):
+def _testbed(config: Optional[Path], use_running: bool = True):
+    """The testbed for ``config``; without one, the running testbed's config (status, exec)
+    or the repository's config/testbed.toml (up, ``use_running=False``)."""
     from .manager import State, Testbed
 
     if os.geteuid() != 0:
         raise UsageError("the testbed needs root (network namespaces)")
+    if config is None and not use_running:
+        config = DEFAULT_TESTBED_CONFIG
     if config is None:
         st = State.load()
         config = Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG
@@ -36,8 +40,8 @@ def _testbed(config: Optional[Path]):
 
 @testbed_app.command("up")
 def up(config: Optional[Path] = _CONFIG_OPT) -> None:
-    """Create namespaces and start every server (idempotent)."""
-    tb = _testbed(config)
+    """Create namespaces and start every server (idempotent; restarts if the config changed)."""
+    tb = _testbed(config, use_running=False)
     try:
         tb.up(log=lambda m: err.print(m))
     except Exception as exc:
