@@ -10,7 +10,7 @@ time (unix seconds for timestamps), bytes for every length.
 
 Byte formats
 ------------
-NEW_TOKEN token (57 bytes for IPv4 clients, 69 for IPv6)::
+NEW_TOKEN token (45 bytes for IPv4 clients, 57 for IPv6)::
 
     0x01 | key_id (4, big-endian) | nonce (12) | AES-128-GCM(ip (4|16) || issue_time (8, IEEE-754
     double, unix seconds)) with AAD = first 5 bytes, tag 16

@@ -1,0 +1,72 @@
+"""QUIC figures and tables (thesis ch. 6.4.2): support per top-list cut (Table 6.2),
+token/ticket acceptance lifetimes and key turnover periods (CDFs; the IETF-QUIC analogue of
+the STTL and server-config turnover), and the per-host tracking summary. Everything is
+computed in PostgreSQL from the views of schema/0004_quic.sql."""
+from __future__ import annotations
+
+from .engine import cdf
+from .figures import FigureContext, figure
+from .style import new_figure, step_cdf
+
+
+@figure("quic-support", sources=["quic_support_by_cut"], thesis="Table 6.2")
+def quic_support(ctx: FigureContext) -> None:
+    """Share of hostnames with QUIC support (and Alt-Svc h3 / HTTPS-record h3) per top-list cut."""
+    runs = ctx.run_ids("quic-discover")
+    with ctx.db.connect() as conn:
+        rows = conn.execute(
+            """SELECT cut, sum(hosts)::int, sum(quic_hosts)::int,
+                      sum(quic_share * hosts) / sum(hosts), sum(alt_svc_h3_share * hosts) / sum(hosts),
+                      sum(https_rr_h3_share * hosts) / sum(hosts)
+               FROM quic_support_by_cut WHERE run_id = ANY(%s) GROUP BY cut ORDER BY cut""",
+            (list(runs),)).fetchall()
+    ctx.write_csv(["top_cut", "hosts", "quic_hosts", "quic_share", "alt_svc_h3_share", "https_rr_h3_share"],
+                  [(c, n, q, round(s, 6), round(a, 6), round(h, 6)) for c, n, q, s, a, h in rows])
+    fig, ax = new_figure("top-list cut [hostnames]", "share of hostnames [%]", logx=True)
+    cuts = [r[0] for r in rows]
+    for i, (label, col) in enumerate((("QUIC (Version Negotiation)", 3), ("Alt-Svc h3", 4), ("HTTPS RR h3", 5))):
+        ax.plot(cuts, [100 * r[col] for r in rows], marker="o", label=label)
+    ax.set_ylim(0, 100)
+    ax.legend()
+    ctx.save(fig)
+
+
+def _lifetime_cdfs(ctx: FigureContext, column: str, xlabel: str) -> None:
+    runs = list(ctx.run_ids("quic-turnover"))
+    curves = cdf(ctx.db, f"SELECT kind AS grp, {column} AS value FROM quic_lifetimes WHERE run_id = ANY(%s)",
+                 (runs,))
+    ctx.write_csv(["kind", "n_hosts", "value_s", "cdf"],
+                  [(c.group, c.n, v, p) for c in curves for v, p in zip(c.values, c.probs)])
+    fig, ax = new_figure(xlabel, "CDF of host addresses")
+    for c in curves:
+        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})")
+    if curves:
+        ax.legend()
+    ctx.save(fig)
+
+
+@figure("quic-lifetimes", sources=["quic_lifetimes"], thesis="STTL (ch. 6.4.2)")
+def quic_lifetimes(ctx: FigureContext) -> None:
+    """CDF per host of the largest age at which a token (no Retry) / ticket (resumption) was accepted."""
+    _lifetime_cdfs(ctx, "accept_max_age_s", "largest accepted age [s]")
+
+
+@figure("quic-turnover", sources=["quic_lifetimes"], thesis="server config turnover (ch. 6.4.2)")
+def quic_turnover(ctx: FigureContext) -> None:
+    """CDF per host of the token / ticket key turnover period (hosts that rotated twice or more)."""
+    _lifetime_cdfs(ctx, "key_period_s", "key turnover period [s]")
+
+
+@figure("quic-tracking", sources=["quic_tracking_summary"], thesis="ch. 6.4.1/6.4.2")
+def quic_tracking(ctx: FigureContext) -> None:
+    """Per host address: which identifiers persist and for how long (table for the report)."""
+    runs = list(ctx.run_ids("quic-turnover"))
+    with ctx.db.connect() as conn:
+        cur = conn.execute(
+            """SELECT hostname, host(address), token_linkability, token_key_period_s, ticket_lifetime_s,
+                      ticket_accept_max_age_s, ticket_reject_min_age_s, ticket_key_period_s,
+                      zero_rtt_accept_max_age_s, ticket_key_visible_to_observers, observed_s
+               FROM quic_tracking_summary WHERE run_id = ANY(%s) ORDER BY hostname, address""", (runs,))
+        header = [d.name for d in cur.description]
+        rows = [tuple(round(v, 1) if isinstance(v, float) else v for v in r) for r in cur.fetchall()]
+    ctx.write_csv(header, rows)

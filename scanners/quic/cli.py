@@ -1,0 +1,233 @@
+"""``netsurvey scan quic-discover | quic | quic-turnover`` (registered by netsurvey/cli.py)."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import re
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from netsurvey.clictx import migrated_db, open_scan
+from netsurvey.errors import UsageError
+from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNITS = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600, "d": 86400}
+_TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"
+                     r"(?::(?P<port>\d+))?$")
+
+
+def parse_duration(text: str, option: str) -> float:
+    """'10m', '48h', '2.5s', '500ms', '2d' or plain seconds -> seconds. UsageError if bad."""
+    m = _DURATION.match(text.strip().lower())
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"{option}: {text!r} is not a positive duration such as 30s, 10m, 48h")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_target(text: str, default_port: int) -> tuple[Optional[str], Optional[str], int]:
+    """'[HOST@]ADDRESS[:PORT]' (IPv6 in brackets when a port is given) or a hostname ->
+    (hostname, address or None, port)."""
+    raw = text.strip()
+    try:
+        ipaddress.ip_address(raw)
+        return None, raw, default_port
+    except ValueError:
+        pass
+    m = _TARGET.match(raw)
+    if not m:
+        raise UsageError(f"--target: cannot parse {text!r} (use [HOST@]ADDRESS[:PORT] or HOST)")
+    host, addr, port = m.group("host"), m.group("v6") or m.group("addr"), m.group("port")
+    port_n = int(port) if port else default_port
+    if not 0 < port_n < 65536:
+        raise UsageError(f"--target: bad port in {text!r}")
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        if host is None and port is None:  # a bare hostname
+            from netsurvey.targets import normalize_hostname
+
+            try:
+                return normalize_hostname(addr), None, default_port
+            except ValueError as exc:
+                raise UsageError(f"--target: {text!r}: {exc}") from None
+        raise UsageError(f"--target: {addr!r} is not an IP address") from None
+    return host, addr, port_n
+
+
+def _targets(list_name: Optional[str], top: Optional[int], target: list[str], port: int) -> list[ScanTarget]:
+    """Resolve the list (A and AAAA) and --target entries into one ScanTarget per address;
+    a name without addresses becomes a target with address None (stored as resolution-failed)."""
+    from netsurvey.resolve import resolve_many
+    from netsurvey.targets import select_targets
+
+    if not list_name and not target:
+        raise UsageError("give --list NAME or --target")
+    if port <= 0 or port > 65535:
+        raise UsageError("--port must be in 1..65535")
+    named: list[tuple[Optional[int], str, int]] = []
+    out: list[ScanTarget] = []
+    for spec in target:
+        host, addr, p = parse_target(spec, port)
+        if addr is None:
+            named.append((None, host, p))
+        else:
+            out.append(ScanTarget(host, addr, p, None))
+    if list_name:
+        named += [(t.rank, t.hostname, port) for t in select_targets(migrated_db(), list_name, top)]
+    if named:
+        res = asyncio.run(resolve_many([h for _, h, _ in named]))
+        for rank, host, p in named:
+            r = res[host]
+            if not r.addresses:
+                out.append(ScanTarget(host, None, p, rank))
+            for a in r.addresses:
+                out.append(ScanTarget(host, a, p, rank))
+    return out
+
+
+def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:
+    ctx.run.finish("finished", counts)
+    if as_json:
+        print(json.dumps({"run_id": ctx.run.id, "counts": counts, **(extra or {})}))
+    else:
+        Console().print(f"run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, as_json: bool) -> dict:
+    """Run the scan, store every outcome, close the writers; the run is marked failed
+    (cancelled on Ctrl-C) if anything raises."""
+    logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
+    try:
+        counts = _run_inner(scanner, targets, store_fn, concurrency, as_json)
+        store.close()
+        return counts
+    except BaseException:
+        scanner.ctx.run.finish("cancelled" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "failed")
+        raise
+
+
+def _run_inner(scanner, targets: list[ScanTarget], store_fn, concurrency: int, as_json: bool) -> dict:
+    counts: dict[str, int] = {}
+
+    def store(o: ScanOutcome) -> None:
+        counts[o.status.value] = counts.get(o.status.value, 0) + 1
+        store_fn(o)
+
+    for t in targets:
+        if t.address is None:
+            store(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
+    resolved = [t for t in targets if t.address is not None]
+    asyncio.run(run_scan(scanner, resolved, store, concurrency=concurrency, show_progress=not as_json))
+    return counts
+
+
+_LIST = typer.Option(None, "--list", help="Target list name (see 'netsurvey targets list').")
+_TOP = typer.Option(None, "--top", help="Only the first N hostnames of the list.")
+_TARGETS = typer.Option([], "--target", help="Extra target: [HOST@]ADDRESS[:PORT] or HOST (repeatable).")
+_PORT = typer.Option(443, "--port", help="UDP port (TCP port for the Alt-Svc request).")
+_JSON = typer.Option(False, "--json", help="Print run id and counts as JSON.")
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @scan_app.command("quic-discover")
+    def quic_discover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
+                      port: int = _PORT,
+                      timeout: str = typer.Option("2s", "--timeout", help="Per probe (VN attempt, HTTPS request)."),
+                      concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
+                      as_json: bool = _JSON) -> None:
+        """Which hosts speak QUIC: Version Negotiation probe, Alt-Svc h3, HTTPS DNS record (Table 6.2)."""
+        from .scanner import DiscoverOptions, QuicDiscoverScanner
+        from .store import QuicStore
+
+        timeout_s = parse_duration(timeout, "--timeout")
+        if concurrency <= 0:
+            raise UsageError("--concurrency must be positive")
+        targets = _targets(list_name, top, target, port)
+        ctx = open_scan("quic-discover", {"list": list_name, "top": top, "target": target, "port": port,
+                                          "timeout_s": timeout_s}, packages=("aioquic", "dnspython"))
+        store = QuicStore(ctx.db, ctx.run.id)
+        sc = QuicDiscoverScanner()
+        sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)
+        counts = _run(sc, targets, store, store.write_discovery, concurrency, as_json)
+        _finish(ctx, counts, as_json)
+
+    @scan_app.command("quic")
+    def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
+             port: int = _PORT,
+             timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
+             resume: bool = typer.Option(True, "--resume/--no-resume",
+                                         help="Reconnect presenting the token and ticket (0-RTT)."),
+             concurrency: int = typer.Option(50, "--concurrency", help="Connections in flight."),
+             as_json: bool = _JSON) -> None:
+        """QUIC handshakes: version, ALPN, transport parameters, Retry, NEW_TOKEN tokens, tickets, certificate."""
+        from .records import ConnectOptions
+        from .scanner import QuicHandshakeScanner, store_handshake
+        from .store import QuicStore
+
+        timeout_s = parse_duration(timeout, "--timeout")
+        if concurrency <= 0:
+            raise UsageError("--concurrency must be positive")
+        targets = _targets(list_name, top, target, port)
+        ctx = open_scan("quic", {"list": list_name, "top": top, "target": target, "port": port,
+                                 "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",))
+        store = QuicStore(ctx.db, ctx.run.id)
+        sc = QuicHandshakeScanner()
+        sc.init((ConnectOptions(timeout_s=timeout_s), resume), ctx)
+        counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency, as_json)
+        _finish(ctx, counts, as_json)
+
+    @scan_app.command("quic-turnover")
+    def quic_turnover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
+                      port: int = _PORT,
+                      every: str = typer.Option("10m", "--every", help="Interval between rounds (thesis: 10m)."),
+                      duration: str = typer.Option("48h", "--for", help="Observation time (thesis: 48h)."),
+                      timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
+                      as_json: bool = _JSON) -> None:
+        """Repeated connections: token/ticket acceptance lifetimes and key turnover per host."""
+        from .records import ConnectOptions, TurnoverOptions
+        from .scanner import QuicTurnoverScanner
+        from .store import QuicStore
+
+        every_s = parse_duration(every, "--every")
+        duration_s = parse_duration(duration, "--for")
+        timeout_s = parse_duration(timeout, "--timeout")
+        if timeout_s > every_s:
+            raise UsageError("--timeout must not exceed --every (one round's connections must end in time)")
+        targets = _targets(list_name, top, target, port)
+        ctx = open_scan("quic-turnover", {"list": list_name, "top": top, "target": target, "port": port,
+                                          "every_s": every_s, "for_s": duration_s, "timeout_s": timeout_s},
+                        packages=("aioquic",))
+        store = QuicStore(ctx.db, ctx.run.id)
+        sc = QuicTurnoverScanner()
+        sc.init((TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s)), store), ctx)
+        summaries = []
+
+        def store_fn(o: ScanOutcome) -> None:
+            if o.result is None:
+                return
+            t = o.target
+            store.write_turnover_host((t.rank, t.hostname, ipaddress.ip_address(t.address), *o.result.summary))
+            summaries.append((t.address, o.result.summary))
+            store.flush()
+
+        counts = _run(sc, targets, store, store_fn, max(1, len(targets)), as_json)
+        _set_key_prefixes(ctx.db, ctx.run.id)
+        _finish(ctx, counts, as_json)
+
+
+def _set_key_prefixes(db, run_id: int) -> None:
+    """Fill quic_token/quic_ticket.key_prefix from the per-host prefix lengths."""
+    with db.connect() as conn:
+        for table, col, plen in (("quic_token", "token", "token_key_prefix_len"),
+                                 ("quic_ticket", "ticket", "ticket_key_prefix_len")):
+            conn.execute(
+                f"""UPDATE {table} x SET key_prefix = substring(x.{col} from 1 for h.{plen})
+                    FROM quic_turnover_host h
+                    WHERE x.run_id = %s AND h.run_id = x.run_id AND h.address = x.address AND h.{plen} > 0""",
+                (run_id,))
