@@ -3,7 +3,7 @@
 PY ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: install demo test bench clean-db
+.PHONY: install demo test bench clean-db fuzz
 
 install:
 	bash scripts/install.sh
@@ -16,6 +16,13 @@ test: install
 
 bench: install
 	$(PY) bench/bench_writer.py
+
+# issue 12: every fuzz target for FUZZ_SECONDS each (atheris); FUZZ_RUNS=1000000 instead
+# runs 1M executions per target. Results: fuzz/results.json; crashes: fuzz/crashes/.
+FUZZ_SECONDS ?= 20
+FUZZ_RUNS ?= 0
+fuzz: install
+	$(PY) -m fuzz.run_all --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS)
 
 clean-db:
 	-$(PY) -m netsurvey.cli db down

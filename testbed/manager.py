@@ -263,6 +263,11 @@ class Testbed:
                                       env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}))
         specs += self._quic_specs(st)
         specs += self._atlas_specs(st)
+        try:  # hostile hosts (issue 12)
+            from .hostile import render_hostile
+            specs += render_hostile(cfg, self.pki_dir)
+        except ImportError:
+            pass
         return specs
 
     def _quic_specs(self, st: State) -> list[ProcSpec]:
@@ -368,6 +373,12 @@ class Testbed:
             truth["dns"] = dns_ground_truth(cfg)
         except ImportError:
             truth["dns"] = cfg.dns.model_dump()
+        try:  # hostile hosts (issue 12)
+            from .hostile import NAMESPACE as _HNS, hostile_ground_truth
+            if any(n.name == _HNS for n in cfg.namespaces):
+                truth["hostile"] = hostile_ground_truth()
+        except ImportError:
+            pass
         return truth
 
     def status(self) -> dict:
