@@ -29,7 +29,9 @@ def run(state, out) -> str:
         out.print(f"{'ok ' if ok else 'MISMATCH'} {name}: {detail}")
     db = state.db
     db.migrate()
-    summary = build_report(db, Path("out/report"), ())
+    import os
+
+    summary = build_report(db, Path(os.environ.get("NETSURVEY_DEMO_OUT", "out")) / "report", ())
     out.print(f"report: {summary['index']} ({summary['rendered']} rendered, {summary['missing']} without data, "
               f"{summary['failed']} failed)")
     good = sum(ok for _, ok, _ in checks)

@@ -91,21 +91,49 @@ def _plugin_steps() -> list[tuple[str, Callable]]:
     return steps
 
 
+def _row_counts(db) -> dict[str, int]:
+    """Exact row counts of every table in the public schema (demo-sized databases)."""
+    try:
+        with db.connect() as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'procrastinate%'")]
+            return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    except Exception:
+        return {}
+
+
 def run_demo(state, out: Console) -> int:
+    """Run every step; print a summary table (step, status, observations stored, result
+    against the testbed's ground truth) and where the report is. Returns 1 if a step failed."""
+    import time
+
     out.rule("netsurvey demo")
     summary = []
     failed = 0
+    t_start = time.time()
     for name, fn in STEPS + _plugin_steps():
         out.rule(name)
+        before = _row_counts(state.db)
+        t0 = time.time()
         try:
-            summary.append((name, "ok", fn(state, out)))
+            result = fn(state, out)
+            status = "ok"
         except Exception as exc:  # a failing step must not stop the others
             failed += 1
             out.print(f"[red]step {name!r} failed:[/red] {exc}")
             out.print(traceback.format_exc(limit=3), markup=False, highlight=False)
-            summary.append((name, "FAILED", str(exc)))
-    t = Table("step", "status", "result", title="demo summary")
+            status, result = "FAILED", str(exc)
+        after = _row_counts(state.db)
+        added = {t: after[t] - before.get(t, 0) for t in after if after[t] - before.get(t, 0) > 0}
+        obs = sum(n for t, n in added.items() if t not in ("target", "target_list", "scan_run", "schema_migrations"))
+        summary.append((name, status, f"{time.time() - t0:.0f} s", str(obs), result))
+    t = Table("step", "status", "time", "observations", "result vs ground truth", title="demo summary")
     for row in summary:
         t.add_row(*row)
     out.print(t)
+    report = Path(os.environ.get("NETSURVEY_DEMO_OUT", "out")) / "report" / "index.html"
+    out.print(f"demo finished in {time.time() - t_start:.0f} s; "
+              f"{len(summary) - failed}/{len(summary)} steps ok")
+    if report.exists():
+        out.print(f"report: {report.resolve()}")
     return 1 if failed else 0
