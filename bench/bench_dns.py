@@ -1,0 +1,183 @@
+"""DNS query throughput against the testbed's knot, side by side in one run:
+netsurvey's query engine (adaptive window) vs zdns v2.0.5 (pinned, tools/go) vs sequential
+dnspython, over the same N names (default 10,000; the testbed zone has a wildcard
+*.bench.example.test, so every name has an A record). Rounds alternate between the tools;
+medians are reported with the ratio netsurvey / zdns, CPU per query and answers lost.
+
+    python3 bench/bench_dns.py [--names 10000] [--rounds 3] [--json]
+
+Run as root with the testbed up (`netsurvey testbed up`); the measuring part re-runs
+itself inside the vantage namespace through `netsurvey testbed exec`. Sends traffic only to
+the testbed's authoritative server.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+ZONE = "bench.example.test"
+EXPECTED = "198.18.2.250"
+
+
+def _names(n: int, rnd: int) -> list[str]:
+    return [f"r{rnd}n{i}.{ZONE}" for i in range(n)]  # fresh names per round: no caching anywhere
+
+
+def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None) -> dict:
+    from scanners.dns.engine import EngineOptions, QueryEngine
+    from scanners.dns.ttl import classify
+    from scanners.dns.wire import A, build_query
+
+    opts = EngineOptions(retries=4)  # the scanner defaults, more retries
+    if fixed_window:
+        opts = EngineOptions(window_initial=fixed_window, window_min=fixed_window, window_max=fixed_window, retries=4)
+
+    async def main():
+        eng = QueryEngine(opts)
+        await eng.start()
+        wires = [build_query(n, A) for n in names]  # prebuilt before the clock starts
+        ok = 0
+        sem = asyncio.Semaphore(2000)  # bound coroutines; the per-server window bounds queries
+
+        async def one(name, wire):
+            nonlocal ok
+            async with sem:
+                ex = await eng.query(server, 53, wire)
+                p = classify("A", name, ex, ZONE)
+                if p.outcome == "answer" and p.answers == (EXPECTED,):
+                    ok += 1
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one(n, w) for n, w in zip(names, wires)))
+        t1, c1 = time.perf_counter(), time.process_time()
+        eng.close()
+        return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok, "stats": eng.stats}
+
+    return asyncio.run(main())
+
+
+def run_zdns(server: str, names: list[str], threads: int) -> dict:
+    zdns = REPO / "tools" / "go" / "bin" / "zdns"
+    with tempfile.TemporaryDirectory() as d:
+        inp, outp = Path(d) / "in.txt", Path(d) / "out.json"
+        inp.write_text("\n".join(names) + "\n")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([str(zdns), "A", "--name-servers", f"{server}:53", "--threads", str(threads), "-f", str(inp),
+                        "-o", str(outp), "-q", "--udp-only", "--timeout", "10", "--network-timeout", "1"],
+                       check=True, capture_output=True, timeout=180)
+        t1 = time.perf_counter()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ok = 0
+        for line in outp.read_text().splitlines():
+            r = json.loads(line)
+            res = r.get("results", {}).get("A", r)
+            data = res.get("data", {})
+            ans = [a.get("answer") for a in data.get("answers", []) if a.get("type") == "A"]
+            if res.get("status") == "NOERROR" and ans == [EXPECTED]:
+                ok += 1
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"seconds": t1 - t0, "cpu_s": cpu, "answers": ok, "maxrss_mib": after.ru_maxrss / 1024}
+
+
+def run_dnspython(server: str, names: list[str]) -> dict:
+    import dns.message
+    import dns.query
+
+    ok = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    for n in names:
+        try:
+            r = dns.query.udp(dns.message.make_query(n, "A"), server, timeout=2)
+        except Exception:
+            continue
+        if r.rcode() == 0 and [x.to_text() for rr in r.answer for x in rr] == [EXPECTED]:
+            ok += 1
+    t1, c1 = time.perf_counter(), time.process_time()
+    return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok}
+
+
+def inner(args) -> dict:
+    server = args.server
+    rows: dict[str, list[dict]] = {"netsurvey": [], "netsurvey-fixed200": [], "zdns": [], "dnspython-seq": []}
+    for rnd in range(args.rounds):
+        names = _names(args.names, rnd)
+        rows["zdns"].append(run_zdns(server, [n.replace("n", "z", 1) for n in names], args.zdns_threads))
+        rows["netsurvey"].append(run_netsurvey(server, names))
+        rows["netsurvey-fixed200"].append(run_netsurvey(server, [n.replace("n", "f", 1) for n in names], 200))
+        if rnd == 0 or not args.quick_seq:
+            rows["dnspython-seq"].append(run_dnspython(server, [n.replace("n", "s", 1) for n in names]))
+    out = {"names": args.names, "rounds": args.rounds, "server": server, "tools": {}}
+    for tool, rs in rows.items():
+        qps = [args.names / r["seconds"] for r in rs]
+        out["tools"][tool] = {
+            "qps_median": statistics.median(qps), "qps_all": [round(q) for q in qps],
+            "cpu_us_per_query": statistics.median(r["cpu_s"] / args.names * 1e6 for r in rs),
+            "answers_min": min(r["answers"] for r in rs), "lost_max": args.names - min(r["answers"] for r in rs),
+        }
+        if "stats" in rs[0]:
+            out["tools"][tool]["retransmits_median"] = statistics.median(r["stats"]["retransmits"] for r in rs)
+    out["maxrss_mib_netsurvey_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["maxrss_mib_zdns"] = max(r.get("maxrss_mib", 0) for r in rows["zdns"])
+    z = out["tools"]["zdns"]["qps_median"]
+    out["ratio_netsurvey_vs_zdns"] = out["tools"]["netsurvey"]["qps_median"] / z
+    out["ratio_dnspython_vs_zdns"] = out["tools"]["dnspython-seq"]["qps_median"] / z
+    # On a shared, loaded machine wall-clock rates follow the CPU share each tool gets;
+    # CPU time per query is the steadier comparison.
+    out["cpu_ratio_zdns_vs_netsurvey"] = (out["tools"]["zdns"]["cpu_us_per_query"]
+                                          / out["tools"]["netsurvey"]["cpu_us_per_query"])
+    out["loadavg_1min"] = os.getloadavg()[0]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--names", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--zdns-threads", type=int, default=100)
+    ap.add_argument("--server", default=None, help="authoritative address (default: the testbed's knot)")
+    ap.add_argument("--quick-seq", action="store_true", help="run sequential dnspython in the first round only")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        print(json.dumps(inner(args)))
+        return
+    if not (REPO / "tools" / "go" / "bin" / "zdns").exists():
+        subprocess.run(["bash", str(REPO / "scripts" / "build_go_tools.sh"), "zdns"], check=True)
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    server = args.server or load_testbed_config(DEFAULT_TESTBED_CONFIG).dns.authoritative_v4
+    argv = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, str(Path(__file__).resolve()),
+            "--inner", "--names", str(args.names), "--rounds", str(args.rounds), "--server", server,
+            "--zdns-threads", str(args.zdns_threads)] + (["--quick-seq"] if args.quick_seq else [])
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if p.returncode != 0:
+        sys.exit(f"bench failed: {p.stderr[-2000:]}")
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return
+    print(f"{res['names']} A queries at {res['server']} (knot), {res['rounds']} alternating rounds, medians")
+    print(f"{'tool':22} {'queries/s':>10} {'CPU us/query':>13} {'lost':>6} {'retx':>6}  per round")
+    for tool, r in res["tools"].items():
+        retx = r.get("retransmits_median", "-")
+        print(f"{tool:22} {r['qps_median']:10.0f} {r['cpu_us_per_query']:13.1f} {r['lost_max']:6d} {retx:>6}  {r['qps_all']}")
+    print(f"ratio netsurvey / zdns: {res['ratio_netsurvey_vs_zdns']:.2f}x queries/s, "
+          f"{res['cpu_ratio_zdns_vs_netsurvey']:.2f}x less CPU per query (load average {res['loadavg_1min']:.1f}); "
+          f"max RSS netsurvey process {res['maxrss_mib_netsurvey_process']:.0f} MiB, zdns {res['maxrss_mib_zdns']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""`netsurvey scan dns-ttl` and `netsurvey scan dns-ecs` (output formatting only; the
+measuring lives in ttl.py / ecs.py)."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netsurvey.errors import UsageError
+
+out = Console()
+
+
+def parse_server(text: str, default_port: int = 53) -> tuple[str, int]:
+    """'ADDR', 'ADDR:PORT', '[V6]:PORT' or a bare IPv6 address -> (address, port)."""
+    t = text.strip()
+    try:
+        if t.startswith("["):
+            host, _, rest = t[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else default_port
+        elif t.count(":") == 1:
+            host, p = t.split(":")
+            port = int(p)
+        else:
+            host, port = t, default_port
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        raise UsageError(f"{text!r} is not an address (ADDR, ADDR:PORT or [IPv6]:PORT)") from None
+    if not 0 < port < 65536:
+        raise UsageError(f"{text!r}: port out of range")
+    return host, port
+
+
+def default_resolver() -> tuple[str, int]:
+    import dns.resolver
+
+    try:
+        ns = dns.resolver.Resolver().nameservers
+    except Exception:  # no /etc/resolv.conf
+        ns = []
+    if not ns:
+        raise UsageError("no resolver configured in /etc/resolv.conf; pass --resolver")
+    return parse_server(ns[0])
+
+
+def _targets(list_name: Optional[str], top: Optional[int], names: list[str]):
+    from netsurvey.clictx import migrated_db
+    from netsurvey.scanning import ScanTarget
+    from netsurvey.targets import normalize_hostname, select_targets
+
+    if not list_name and not names:
+        raise UsageError("give --list NAME or at least one --name HOSTNAME")
+    out_t = []
+    if list_name:
+        out_t += [ScanTarget(t.hostname, None, 53, t.rank) for t in select_targets(migrated_db(), list_name, top)]
+    for n in names:
+        try:
+            out_t.append(ScanTarget(normalize_hostname(n), None, 53, None))
+        except ValueError as exc:
+            raise UsageError(f"--name {n!r}: {exc}") from None
+    return out_t
+
+
+def _check_allowed(option: str, address: str) -> None:
+    from netsurvey.clictx import state
+    from netsurvey.etiquette import TargetPolicy
+
+    why = TargetPolicy.from_config(state.config.etiquette).reason_blocked(address)
+    if why:
+        raise UsageError(f"{option} {address}: {why} by the etiquette policy (etiquette.allow)")
+
+
+def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
+    from .engine import EngineOptions
+
+    if rate_ns is not None and rate_ns <= 0:
+        raise UsageError("--ns-qps must be positive")
+    if retries < 0 or timeout <= 0:
+        raise UsageError("--retries must be >= 0 and --timeout positive")
+    return EngineOptions(initial_rto=timeout, ns_qps=rate_ns, retries=retries)
+
+
+def _execute(kind: str, scanner, options, targets, params: dict, rows, table: str, rate: Optional[float],
+             concurrency: int, as_json: bool) -> dict:
+    from netsurvey.clictx import open_scan
+    from netsurvey.scanning import run_scan
+
+    from .store import writer
+
+    if concurrency <= 0:
+        raise UsageError("--concurrency must be positive")
+    if rate is not None and rate <= 0:
+        raise UsageError("--rate must be positive")
+    ctx = open_scan(kind, params, packages=("dnspython",), rate_pps=rate)
+    scanner.init(options, ctx)
+    if as_json:
+        ctx.console.quiet = True
+    w = writer(ctx.db, table)
+    try:
+        counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write_many(rows(ctx.run.id, o)),
+                                      concurrency=concurrency, show_progress=not as_json,
+                                      description=f"{kind} scan"))
+        w.close()
+    except BaseException:
+        w.close()
+        ctx.run.finish("failed", {})
+        raise
+    counts["targets"] = len(targets)
+    ctx.run.finish("finished", counts)
+    return {"run_id": ctx.run.id, "counts": counts, "engine": scanner.engine.stats}
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @scan_app.command("dns-ttl")
+    def dns_ttl(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        names: list[str] = typer.Option([], "--name", help="Extra hostname (repeatable)."),
+        resolver: Optional[str] = typer.Option(None, "--resolver",
+                                               help="Resolver the delegation walk starts from (default: resolv.conf)."),
+        nameserver: Optional[str] = typer.Option(None, "--nameserver",
+                                                 help="Ask this server directly instead of walking (ADDR[:PORT])."),
+        family: str = typer.Option("any", "--family", help="Transport to nameservers: 4, 6 or any."),
+        qtypes: str = typer.Option("A,AAAA", "--types", help="Record types, comma-separated (A, AAAA)."),
+        edns_payload: int = typer.Option(1232, "--edns-payload", help="EDNS UDP payload in bytes; 0 = no EDNS."),
+        concurrency: int = typer.Option(1000, "--concurrency", help="Hostnames in flight (queries are windowed per server)."),
+        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s per nameserver (default: unlimited)."),
+        retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
+        timeout: float = typer.Option(0.5, "--timeout", help="First retransmit timeout in seconds (then adaptive, doubled per retry)."),
+        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+    ) -> None:
+        """Authoritative TTLs of A/AAAA records (thesis 2.4.2, Fig 2.5)."""
+        from .ttl import QTYPES, TtlOptions, TtlScanner
+        from .store import ttl_rows
+
+        if family not in ("4", "6", "any"):
+            raise UsageError("--family must be 4, 6 or any")
+        types = tuple(t.strip().upper() for t in qtypes.split(",") if t.strip())
+        if not types or any(t not in QTYPES for t in types):
+            raise UsageError(f"--types {qtypes!r}: only A and AAAA")
+        if edns_payload and not 512 <= edns_payload <= 65535:
+            raise UsageError("--edns-payload must be 0 or 512..65535")
+        res = parse_server(resolver) if resolver else (None if nameserver else default_resolver())
+        ns = parse_server(nameserver) if nameserver else None
+        _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])
+        eng = _engine_options(ns_qps, retries, timeout)
+        targets = _targets(list_name, top, names)
+        opts = TtlOptions(resolver=res, nameserver=ns, family=family, qtypes=types,
+                          edns_payload=edns_payload or None, engine=eng)
+        params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),
+                  "nameserver": ns and list(ns), "family": family, "types": list(types), "edns_payload": edns_payload,
+                  "concurrency": concurrency, "rate": rate, "ns_qps": ns_qps, "retries": retries, "timeout": timeout}
+        sc = TtlScanner()
+        res_json = _execute("dns-ttl", sc, opts, targets, params, lambda rid, o: ttl_rows(rid, o, types),
+                            "dns_ttl_probe", rate, concurrency, as_json)
+        _report(res_json, as_json)
+
+    @scan_app.command("dns-ecs")
+    def dns_ecs(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        names: list[str] = typer.Option([], "--name", help="Extra hostname (repeatable)."),
+        resolver: Optional[str] = typer.Option(None, "--resolver", help="Resolver asked (ADDR[:PORT]; default: resolv.conf)."),
+        subnets: list[str] = typer.Option([], "--subnet",
+                                          help="Client subnet PREFIX sent in ECS (repeatable; default: the vantage's /24)."),
+        qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
+        concurrency: int = typer.Option(1000, "--concurrency", help="Hostnames in flight."),
+        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s to the resolver (default: unlimited)."),
+        retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
+        timeout: float = typer.Option(1.0, "--timeout", help="First retransmit timeout in seconds."),
+        backend: str = typer.Option("native", "--backend",
+                                    help="native (asyncio engine) or zdns (pinned zdns; exactly one --subnet)."),
+        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+    ) -> None:
+        """EDNS Client Subnet scopes announced via a resolver (thesis 2.4.3)."""
+        from .ecs import EcsOptions, EcsScanner, vantage_subnet
+        from .store import ecs_rows
+
+        qt = qtype.upper()
+        if qt not in ("A", "AAAA"):
+            raise UsageError("--type must be A or AAAA")
+        res = parse_server(resolver) if resolver else default_resolver()
+        nets = []
+        for s in subnets:
+            try:
+                nets.append(ipaddress.ip_network(s, strict=False))
+            except ValueError:
+                raise UsageError(f"--subnet {s!r} is not a prefix such as 198.18.0.0/24") from None
+        if not nets:
+            try:
+                nets = [vantage_subnet(res[0])]
+            except OSError as exc:
+                raise UsageError(f"cannot find the vantage's subnet towards {res[0]}: {exc}; pass --subnet") from None
+        nets = list(dict.fromkeys(nets))
+        _check_allowed("--resolver", res[0])
+        eng = _engine_options(ns_qps, retries, timeout)
+        targets = _targets(list_name, top, names)
+        if backend not in ("native", "zdns"):
+            raise UsageError("--backend must be native or zdns")
+        if backend == "zdns":
+            from .zdns_backend import zdns_binary
+
+            zdns_binary()
+            if len(nets) != 1:
+                raise UsageError("--backend zdns takes exactly one --subnet (zdns has one global client subnet)")
+        opts = EcsOptions(resolver=res, subnets=tuple(nets), qtype=qt, engine=eng)
+        params = {"list": list_name, "top": top, "names": names, "resolver": list(res),
+                  "subnets": [str(n) for n in nets], "type": qt, "concurrency": concurrency, "rate": rate,
+                  "ns_qps": ns_qps, "retries": retries, "timeout": timeout, "backend": backend}
+        if backend == "zdns":
+            from .zdns_backend import ZdnsEcsScanner, zdns_version
+
+            params["zdns"] = zdns_version()
+            sc = ZdnsEcsScanner()
+        else:
+            sc = EcsScanner()
+        res_json = _execute("dns-ecs", sc, opts, targets, params,
+                            lambda rid, o: ecs_rows(rid, o, qt, res[0], nets), "dns_ecs_probe", rate, concurrency,
+                            as_json)
+        _report(res_json, as_json)
+
+
+def _report(res: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(res))
+        return
+    t = Table("status", "targets", title=f"scan_run {res['run_id']}")
+    for k, v in sorted(res["counts"].items()):
+        t.add_row(k, str(v))
+    out.print(t)
+    e = res["engine"]
+    out.print(f"queries sent {e['sent']}, replies {e['replies']}, retransmits {e['retransmits']}, "
+              f"timeouts {e['timeouts']}, TCP fallbacks {e['tcp']}, window cuts {e['window_cuts']}")

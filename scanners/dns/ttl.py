@@ -1,0 +1,176 @@
+"""TTL survey (thesis 2.4.2, Fig 2.5): A and AAAA of each hostname asked directly at one
+of its authoritative nameservers; records TTL, answer, rcode, the server asked and
+failures."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator, Optional, Sequence
+
+from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+
+from .delegation import DelegationWalker, WalkFailed, Zone, in_zone, parent_name, referral_zone
+from .engine import EngineOptions, Exchange, QueryEngine
+from .wire import AAAA, CNAME, A, Reply, build_query
+
+QTYPES = {"A": A, "AAAA": AAAA}
+
+
+@dataclass(frozen=True)
+class TtlOptions:
+    """Options of ``scan dns-ttl``.
+
+    :param resolver: (address, port) of the recursive resolver the walk starts from.
+    :param nameserver: (address, port) to ask directly, skipping the walk (None = walk).
+    :param family: transport to nameservers: '4', '6' or 'any'.
+    :param qtypes: record types asked per hostname.
+    :param edns_payload: advertised UDP payload in bytes (None = no EDNS, 512-byte limit).
+    :param engine: query engine tuning.
+    """
+
+    resolver: tuple[str, int]
+    nameserver: Optional[tuple[str, int]] = None
+    family: str = "any"
+    qtypes: tuple[str, ...] = ("A", "AAAA")
+    edns_payload: Optional[int] = 1232
+    engine: EngineOptions = EngineOptions()
+
+
+@dataclass(frozen=True)
+class TtlProbe:
+    """One (hostname, type) asked at an authoritative server.
+
+    :param outcome: 'answer', 'cname' (only a CNAME to another zone), 'nodata',
+        'nxdomain', 'servfail', 'lame', 'refused', 'timeout', 'malformed', 'blocked',
+        'no-nameserver' or 'error'.
+    :param ttl: seconds: TTL of the answer RRset (the smallest if records differ), of the
+        CNAME for 'cname'; None otherwise.
+    :param answers: addresses of the answer RRset, sorted.
+    :param zone: the zone the server was asked for; ``nameserver`` its address.
+    :param transport: 'udp' or 'tcp'; ``truncated`` = a UDP reply had TC, TCP was used.
+    :param rtt_ms: milliseconds for the recorded reply.
+    """
+
+    qtype: str
+    outcome: str
+    rcode: Optional[str] = None
+    authoritative: Optional[bool] = None
+    ttl: Optional[int] = None
+    answers: tuple[str, ...] = ()
+    cname: Optional[str] = None
+    zone: Optional[str] = None
+    nameserver: Optional[str] = None
+    transport: Optional[str] = None
+    truncated: bool = False
+    attempts: int = 0
+    rtt_ms: Optional[float] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class TtlResult:
+    """Every probe of one hostname."""
+
+    hostname: str
+    probes: tuple[TtlProbe, ...]
+
+
+_STATUS = {"answer": ScanStatus.SUCCESS, "cname": ScanStatus.SUCCESS, "nodata": ScanStatus.SUCCESS,
+           "nxdomain": ScanStatus.RESOLUTION_FAILED, "timeout": ScanStatus.IO_TIMEOUT,
+           "malformed": ScanStatus.PROTOCOL_ERROR, "servfail": ScanStatus.APPLICATION_ERROR,
+           "lame": ScanStatus.APPLICATION_ERROR, "refused": ScanStatus.APPLICATION_ERROR,
+           "blocked": ScanStatus.BLOCKED}
+
+
+def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str]) -> TtlProbe:
+    """Turn the final exchange for (name, qtype) into a probe record."""
+    base = dict(qtype=qtype, zone=zone, nameserver=ex.server, transport=ex.transport, truncated=ex.truncated,
+                attempts=ex.attempts, rtt_ms=ex.rtt_ms)
+    if ex.outcome != "reply":
+        out = {"timeout": "timeout", "malformed": "malformed"}.get(ex.outcome, "error")
+        return TtlProbe(outcome=out, error=ex.error, **base)
+    r: Reply = ex.reply
+    base.update(rcode=r.rcode_text, authoritative=r.aa)
+    if r.rcode == 3:
+        return TtlProbe(outcome="nxdomain", **base)
+    if r.rcode == 2:
+        return TtlProbe(outcome="servfail", **base)
+    if r.rcode == 5:
+        return TtlProbe(outcome="lame", error="REFUSED by a server named for the zone", **base)
+    if r.rcode != 0:
+        return TtlProbe(outcome="error", error=f"rcode {r.rcode_text}", **base)
+    if not r.aa:
+        return TtlProbe(outcome="lame", error="answer without authority (AA=0)", **base)
+    want = QTYPES[qtype]
+    owner, cname_rr = name, None
+    for _ in range(16):  # follow a CNAME chain inside this reply
+        rrs = [rr for rr in r.answer if rr.name == owner and rr.rtype == want]
+        if rrs:
+            return TtlProbe(outcome="answer", ttl=min(rr.ttl for rr in rrs),
+                            answers=tuple(sorted(rr.value for rr in rrs)),
+                            cname=cname_rr.value if cname_rr else None, **base)
+        c = [rr for rr in r.answer if rr.name == owner and rr.rtype == CNAME]
+        if not c:
+            break
+        cname_rr, owner = c[0], c[0].value
+    if cname_rr is not None:
+        return TtlProbe(outcome="cname", ttl=cname_rr.ttl, cname=cname_rr.value, **base)
+    return TtlProbe(outcome="nodata", **base)
+
+
+class TtlScanner(Scanner):
+    """``scan dns-ttl``: see module docstring. ``scan`` probes one hostname; the engine,
+    walker and their caches are shared by all targets of a run."""
+
+    name = "dns-ttl"
+
+    def init(self, options: TtlOptions, ctx) -> None:
+        super().init(options, ctx)
+        self.engine = QueryEngine(options.engine, ctx.limiter)
+        self.walker: Optional[DelegationWalker] = None
+        self._direct = Zone("", ("(given)",), (options.nameserver[0],)) if options.nameserver else None
+
+    async def _start(self) -> None:
+        await self.engine.start()
+        port = self.options.nameserver[1] if self.options.nameserver else 53
+        self.walker = DelegationWalker(self.engine, self.options.resolver, family=self.options.family, port=port,
+                                       allowed=self.ctx.policy.reason_blocked)
+
+    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+        await self._start()
+        try:
+            async for o in super().scan_many(targets, concurrency):
+                yield o
+        finally:
+            self.engine.close()
+
+    async def scan(self, target: ScanTarget) -> ScanOutcome:
+        name = target.hostname.rstrip(".").lower()
+        probes = await asyncio.gather(*(self._probe(name, q) for q in self.options.qtypes))
+        outs = [p.outcome for p in probes]
+        best = next((o for o in ("answer", "cname", "nodata") if o in outs), outs[0])
+        status = _STATUS.get(best, ScanStatus.UNKNOWN_ERROR)
+        err = None if status == ScanStatus.SUCCESS else "; ".join(f"{p.qtype}: {p.error or p.outcome}" for p in probes)
+        return ScanOutcome(target, status, TtlResult(name, tuple(probes)), err)
+
+    async def _probe(self, name: str, qtype: str) -> TtlProbe:
+        wire = build_query(name, QTYPES[qtype], rd=False, edns_payload=self.options.edns_payload)
+        try:
+            zone = self._direct or await self.walker.zone_of(parent_name(name) if "." in name else name)
+            for _ in range(4):
+                server = self.walker.pick(zone)
+                ex = await self.engine.query(server, self.walker.port, wire)
+                ref = referral_zone(ex.reply) if ex.outcome == "reply" else None
+                if ref is None or self._direct:
+                    return classify(qtype, name, ex, zone.name if not self._direct else None)
+                if ref == zone.name or not in_zone(ref, zone.name) or not in_zone(name, ref):
+                    return TtlProbe(qtype, "lame", rcode=ex.reply.rcode_text, authoritative=False, zone=zone.name,
+                                    nameserver=server, transport=ex.transport, attempts=ex.attempts,
+                                    rtt_ms=ex.rtt_ms, error=f"{server} named for {zone.name} refers to {ref}")
+                zone = await self.walker.from_referral(ref, ex.reply)
+            return TtlProbe(qtype, "error", zone=zone.name, error="delegation chain too long")
+        except WalkFailed as exc:
+            return TtlProbe(qtype, exc.outcome, zone=exc.zone, nameserver=exc.server, error=str(exc)[:300])
+
+    def close(self) -> None:
+        self.engine.close()
