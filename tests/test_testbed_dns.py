@@ -216,7 +216,13 @@ def test_render_rejects_name_outside_zones(tmp_path):
 
 def _static_queries(e: Env, server: str) -> tuple[list[dict], list[tuple[str, str, dict]]]:
     qs, want = [], []
+    zones = set(e.truth["zones"])
+    # names at or below an NS record that is not one of knot's zones are delegated away:
+    # knot holds only glue for them and answers with a referral
+    cuts = {n for n, t in e.truth["names"].items() if "NS" in t and n not in zones}
     for name, types in sorted(e.truth["names"].items()):
+        if any(name == c or name.endswith("." + c) for c in cuts):
+            continue
         for rtype in ("A", "AAAA"):
             if rtype in types:
                 qs.append({"server": server, "name": name, "type": rtype, "rd": False})
@@ -234,7 +240,9 @@ def test_authoritative_a_aaaa_exact(env, family):
         ans = [a for a in r["answer"] if a["type"] == rtype]
         assert len(ans) == 1, (name, rtype, r)
         assert ans[0]["name"] == name + "."
-        assert ans[0]["values"] == sorted(exp["values"]), (name, rtype)
+        # compare addresses as addresses: '::ffff:10.0.0.1' and '::ffff:a00:1' are one
+        assert sorted(map(ipaddress.ip_address, ans[0]["values"])) == sorted(
+            map(ipaddress.ip_address, exp["values"])), (name, rtype)
         assert ans[0]["ttl"] == exp["ttl"], (name, rtype)
 
 
