@@ -2,10 +2,10 @@
 
 1. Trivial tasks through procrastinate: defer N no-op tasks in bulk, run them with one
    in-process worker (concurrency 10); tasks/s.
-2. Sharding overhead: the same scan (default: the test plugin `scan tcp-connect`, a real
-   TCP connect to every target in the testbed's /16; or any scan argv given with
-   --scan) over a K-target list, run (a) inline, (b) as 4 shards with one worker,
-   (c) as 4 shards with two workers; wall seconds and ratios vs inline.
+2. Sharding overhead: the same scan (default `scan dns-ttl`, CPU-bound Python, over K
+   names of the testbed's wildcard *.bench.example.test; any scan argv with --scan, e.g.
+   the test plugin "scan tcp-connect --list {list}") run (a) inline, (b) as 4 shards
+   with one worker, (c) as 4 shards with two workers; wall seconds and ratios.
 
 Usage: python bench/bench_jobs.py [--tasks 2000] [--targets 10000]
        [--scan "scan tls --list {list}"]
@@ -82,7 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--targets", type=int, default=10000)
-    ap.add_argument("--scan", default="scan tcp-connect --list {list} --concurrency 100")
+    ap.add_argument("--scan", default="scan dns-ttl --list {list}")
     a = ap.parse_args()
     subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "up"], cwd=REPO, check=True,
                    capture_output=True)
@@ -96,7 +96,7 @@ def main() -> None:
     db.migrate()
     rate = bench_trivial(db, a.tasks)
     lst = tmp / "list.csv"
-    lst.write_text("".join(f"{i},h{i}.bench.test\n" for i in range(1, a.targets + 1)))
+    lst.write_text("".join(f"{i},h{i}.bench.example.test\n" for i in range(1, a.targets + 1)))
     cli(db, "targets", "import", str(lst), "--list", "bench", inside=False)
     scan = shlex.split(a.scan.format(list="bench"))
     inline = timed_scan(db, scan, None, 0)
