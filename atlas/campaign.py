@@ -173,14 +173,15 @@ def fetch(db: Database, api: AtlasClient, run_id: int, msm_ids: Optional[list[in
         results = api.results(mid)
         status = api.measurement(mid)["status"]["name"]
         with db.connect() as conn:
-            added["raw"] += store.add_raw(conn, run_id, results)
+            added["raw"] += store.add_raw(conn, run_id, results, mid)
+            # a malformed result becomes a 'malformed-result: ...' failure row (atlas_failure)
             if role == "dns-probe-resolver":
-                obs = [x for r in results for x in parse_dns(r)]
+                obs = [x for r in results for x in parse_dns(r, mid)]
                 added["dns"] += store.add_dns(conn, run_id, obs)
                 added["resolvers"] += store.add_resolvers(conn, run_id, _resolver_rows(obs))
             else:
-                added["ping"] += store.add_pings(conn, run_id, role,
-                                                 [parse_ping(r) for r in results])
+                obs = [parse_ping(r, mid) for r in results]
+                added["ping"] += store.add_pings(conn, run_id, role, obs)
             store.set_measurement_status(conn, run_id, mid, status, True)
     return added
 

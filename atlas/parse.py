@@ -2,14 +2,22 @@
 
 DNS results of ``use_probe_resolver`` measurements become one :class:`DnsObservation` per
 resolver response (timeouts and errors kept); ping results one :class:`PingObservation`.
+
+A result object the parser cannot use (missing or ill-typed fields, values out of range,
+sagan's ResultParseError) does not raise: it becomes one failure row with error
+``malformed-result: <why>``, identified as far as the object allows (the fetched
+measurement's id; probe id / timestamp 0 when the object has no usable one), so one bad
+result never aborts a campaign and still shows in ``atlas_failure``.
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ripe.atlas.sagan import DnsResult, PingResult, Result
+from ripe.atlas.sagan import DnsResult, PingResult, Result, ResultParseError
 
 _SAGAN = {"on_malformation": Result.ACTION_IGNORE, "on_error": Result.ACTION_IGNORE}
 
@@ -103,9 +111,104 @@ def _egress(response) -> tuple[Optional[str], Optional[str]]:
     return None, qname
 
 
-def parse_dns(raw: dict) -> list[DnsObservation]:
-    """Rows of one DNS result (``use_probe_resolver``: one per resolver in ``resultset``)."""
-    base = dict(msm_id=int(raw["msm_id"]), prb_id=int(raw["prb_id"]), ts=int(raw["timestamp"]))
+class MalformedResult(ValueError):
+    """A result object that cannot be turned into rows (the message says why)."""
+
+
+#: What parsing an ill-formed result object raises (sagan's own error and Python's on
+#: missing keys, wrong types, non-finite numbers; OSError/OverflowError from sagan's
+#: datetime.fromtimestamp on times far outside the epoch range).
+_PARSE_ERRORS = (MalformedResult, ResultParseError, KeyError, IndexError, TypeError, ValueError, OverflowError,
+                 AttributeError, OSError)
+
+#: Exclusive upper bounds of integer fields (their columns; ts: datetime's year 9999).
+_INT_RANGE = {"msm_id": 2**63, "prb_id": 2**31, "ts": 253402300800, "subid": 2**31, "sent": 2**31,
+              "rcvd": 2**31}
+
+
+def _int_field(raw: dict, key: str, name: str) -> int:
+    """An integer field (a float is truncated, digits in a string accepted, as int() did)."""
+    if not isinstance(raw, dict):
+        raise MalformedResult(f"not a JSON object ({type(raw).__name__})")
+    v = raw.get(key)
+    if isinstance(v, str) and v.isascii() and v.isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise MalformedResult(f"{key}: missing" if v is None else f"{key}: not a finite integer ({v!r:.30})")
+    if not 0 <= v < _INT_RANGE[name]:
+        raise MalformedResult(f"{key}: {v} out of range")
+    return int(v)
+
+
+def result_key(raw: dict, msm_id: Optional[int] = None) -> tuple[int, int, int]:
+    """(msm_id, prb_id, timestamp) of a result object, falling back to ``msm_id`` (the
+    measurement it was fetched from) and 0 for what the object lacks or has unusable."""
+    out = []
+    for key, name, default in (("msm_id", "msm_id", msm_id), ("prb_id", "prb_id", 0), ("timestamp", "ts", 0)):
+        try:
+            out.append(_int_field(raw, key, name))
+        except MalformedResult:
+            out.append(default if default is not None else 0)
+    return out[0], out[1], out[2]
+
+
+def _valid(obs):
+    """``obs`` if every field fits its column (addresses, ranges, no NUL); else MalformedResult."""
+    for f in dataclasses.fields(obs):
+        v = getattr(obs, f.name)
+        if v is None:
+            continue
+        if f.type == "Optional[str]" and not isinstance(v, str):
+            raise MalformedResult(f"{f.name}: expected a string, got {type(v).__name__}")
+        if f.name in _INT_RANGE and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _INT_RANGE[f.name]):
+            raise MalformedResult(f"{f.name}: {v!r:.40} not a valid integer")
+        if f.name == "af" and v not in (4, 6):
+            raise MalformedResult(f"af: {v!r:.20}")
+        if f.name.endswith("_addr"):
+            try:
+                ipaddress.ip_address(v)
+            except ValueError:
+                raise MalformedResult(f"{f.name}: {v!r:.60} is not an address") from None
+        if f.name.endswith("_ms") and f.name != "rtts_ms" and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise MalformedResult(f"{f.name}: {v!r:.40} not a number")
+        if f.name == "rtts_ms" and not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+                                           for x in v):
+            raise MalformedResult("rtts: not numbers")
+        if isinstance(v, str) and "\x00" in v:
+            raise MalformedResult(f"{f.name}: NUL character")
+    return obs
+
+
+def _why(exc: BaseException) -> str:
+    return f"malformed-result: {exc if isinstance(exc, MalformedResult) else f'{type(exc).__name__}: {exc}'}"[:200]
+
+
+def parse_dns(raw: dict, msm_id: Optional[int] = None) -> list[DnsObservation]:
+    """Rows of one DNS result (``use_probe_resolver``: one per resolver in ``resultset``).
+    Never raises: an unusable object gives one row (subid 0) with error
+    ``malformed-result: ...``; ``msm_id`` (the measurement fetched) identifies it if the
+    object does not."""
+    try:
+        return [_valid(o) for o in _parse_dns(raw)]
+    except _PARSE_ERRORS as exc:
+        m, prb, ts = result_key(raw, msm_id)
+        return [DnsObservation(m, prb, ts, 0, None, None, None, None, None, None, _why(exc))]
+
+
+def parse_ping(raw: dict, msm_id: Optional[int] = None) -> PingObservation:
+    """The row of one ping result (lost packets as None, ``avg: -1`` as None). Never
+    raises: an unusable object gives a row with only its identity and error
+    ``malformed-result: ...``."""
+    try:
+        return _valid(_parse_ping(raw))
+    except _PARSE_ERRORS as exc:
+        m, prb, ts = result_key(raw, msm_id)
+        return PingObservation(m, prb, ts, None, None, None, None, None, None, None, None, (), _why(exc))
+
+
+def _parse_dns(raw: dict) -> list[DnsObservation]:
+    base = dict(msm_id=_int_field(raw, "msm_id", "msm_id"), prb_id=_int_field(raw, "prb_id", "prb_id"),
+                ts=_int_field(raw, "timestamp", "ts"))
     if "resultset" not in raw:
         err = raw.get("error")
         return [DnsObservation(**base, subid=0, af=raw.get("af"), resolver_addr=raw.get("dst_addr"),
@@ -132,8 +235,9 @@ def parse_dns(raw: dict) -> list[DnsObservation]:
     return out
 
 
-def parse_ping(raw: dict) -> PingObservation:
-    """The row of one ping result (lost packets as None, ``avg: -1`` as None)."""
+def _parse_ping(raw: dict) -> PingObservation:
+    ident = dict(msm_id=_int_field(raw, "msm_id", "msm_id"), prb_id=_int_field(raw, "prb_id", "prb_id"),
+                 ts=_int_field(raw, "timestamp", "ts"))
     p = PingResult(raw, **_SAGAN)
     rtts = tuple(pk.rtt for pk in p.packets)
     got = [x for x in rtts if x is not None]
@@ -145,8 +249,7 @@ def parse_ping(raw: dict) -> PingObservation:
     elif not got:
         err = "no-reply"
     return PingObservation(
-        msm_id=int(raw["msm_id"]), prb_id=int(raw["prb_id"]), ts=int(raw["timestamp"]),
-        af=p.af, dst_addr=p.destination_address, dst_name=p.destination_name,
+        **ident, af=p.af, dst_addr=p.destination_address, dst_name=p.destination_name,
         sent=p.packets_sent, rcvd=p.packets_received,
         avg_ms=p.rtt_average if got else None, min_ms=p.rtt_min if got else None,
         max_ms=p.rtt_max if got else None, rtts_ms=rtts, error=err)

@@ -4,9 +4,10 @@ executemany is used rather than the COPY writer, which cannot skip duplicates.""
 from __future__ import annotations
 
 import json
+import math
 from typing import Iterable, Optional
 
-from .parse import DnsObservation, PingObservation
+from .parse import DnsObservation, PingObservation, result_key
 
 
 def _exec(conn, sql: str, rows: list) -> int:
@@ -31,10 +32,30 @@ def set_measurement_status(conn, run_id: int, msm_id: int, status: str, fetched:
                  " WHERE run_id=%s AND msm_id=%s", (status, fetched, run_id, msm_id))
 
 
-def add_raw(conn, run_id: int, results: Iterable[dict]) -> int:
+def _jsonb_text(obj) -> str:
+    """JSON text jsonb accepts: non-finite numbers (which Python's json reads from
+    'Infinity' / 1e999) become strings, NUL characters U+FFFD (jsonb holds neither)."""
+    def fix(o):
+        if isinstance(o, float) and not math.isfinite(o):
+            return str(o)
+        if isinstance(o, dict):
+            return {k: fix(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [fix(v) for v in o]
+        return o
+    try:
+        text = json.dumps(obj, allow_nan=False)
+    except ValueError:
+        text = json.dumps(fix(obj))
+    return text.replace("\\u0000", "\\ufffd")
+
+
+def add_raw(conn, run_id: int, results: Iterable[dict], msm_id: Optional[int] = None) -> int:
+    """Raw result objects, keyed by parse.result_key (``msm_id``: the measurement fetched,
+    standing in for an object without a usable one)."""
     return _exec(conn, "INSERT INTO atlas_result_raw (run_id, msm_id, prb_id, ts, result)"
                        " VALUES (%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
-                 [(run_id, r["msm_id"], r["prb_id"], r["timestamp"], json.dumps(r)) for r in results])
+                 [(run_id, *result_key(r, msm_id), _jsonb_text(r)) for r in results])
 
 
 def add_dns(conn, run_id: int, rows: Iterable[DnsObservation]) -> int:

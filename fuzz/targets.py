@@ -145,8 +145,13 @@ def zgrab_json(data: bytes) -> None:
     from scanners.tls.zgrab import rows_from_zgrab
 
     text = data.decode("utf-8", "replace")
+    lines = text.splitlines()
+    bad: list = []
+    kept = list(rows_from_zgrab(lines, 1, bad))   # skipping mode: bad lines are collected
+    _check(len(kept) + len(bad) == sum(1 for ln in lines if ln.strip()), "a line neither ingested nor reported")
+    _check(all(1 <= b.line_no <= len(lines) and lines[b.line_no - 1].strip() for b in bad), "bad line number")
     try:
-        rows = list(rows_from_zgrab(text.splitlines(), 1))
+        rows = list(rows_from_zgrab(lines, 1))
     except ValueError:
         return
     for r in rows:
@@ -155,7 +160,7 @@ def zgrab_json(data: bytes) -> None:
 
 def atlas_result_json(data: bytes) -> None:
     """One RIPE Atlas result object (from the API) -> observation rows (DNS or ping,
-    chosen by the first byte). Only ValueError may escape."""
+    chosen by the first byte). Nothing may escape: an unusable object is a failure row."""
     from atlas.parse import parse_dns, parse_ping
 
     if not data:
@@ -167,10 +172,10 @@ def atlas_result_json(data: bytes) -> None:
         return
     if not isinstance(raw, dict):
         return
-    try:
-        parse_dns(raw) if kind == 0 else parse_ping(raw)
-    except ValueError:
-        pass
+    rows = parse_dns(raw, 7) if kind == 0 else [parse_ping(raw, 7)]   # never raises: failures are rows
+    for o in rows:
+        _check(all(isinstance(v, int) and v >= 0 for v in (o.msm_id, o.prb_id, o.ts)), "row identity")
+        _check(o.error is None or isinstance(o.error, str), "error text")
 
 
 def target_list(data: bytes) -> None:
@@ -249,24 +254,12 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 #: project function "path:function"). The runner tolerates them so fuzzing goes on to find
 #: other bugs; tests/test_fuzz_regressions.py pins each with its crash input (strict xfail:
 #: the test starts failing - remove the entry - once the owner fixes it).
-KNOWN_FINDINGS: set[tuple[str, str, str]] = {
-    # zgrab2 JSON lines: any line that is valid JSON but not zgrab2's schema (no "ip",
-    # a list instead of an object, a dict where a string belongs) raises instead of being
-    # reported as a bad line; malformed JSON raises JSONDecodeError -> traceback, not exit 2
-    ("zgrab_json", "KeyError", "scanners/tls/zgrab.py"),
-    ("zgrab_json", "TypeError", "scanners/tls/zgrab.py"),
-    ("zgrab_json", "AttributeError", "scanners/tls/zgrab.py"),
-    # Atlas results: a result object missing fields / with wrong types aborts the campaign
-    ("atlas_result_json", "ResultParseError", "atlas/parse.py"),
-    ("atlas_result_json", "KeyError", "atlas/parse.py"),
-    ("atlas_result_json", "TypeError", "atlas/parse.py"),
-    ("atlas_result_json", "OverflowError", "atlas/parse.py"),
-    ("atlas_result_json", "AttributeError", "atlas/parse.py"),
-    # config / blocklist files that are not UTF-8: traceback instead of a one-line error
-    ("survey_config", "UnicodeDecodeError", "netsurvey/config.py"),
-    ("testbed_config", "UnicodeDecodeError", "testbed/model.py"),
-    ("blocklist_file", "UnicodeDecodeError", "netsurvey/etiquette.py"),
-}
+KNOWN_FINDINGS: set[tuple[str, str, str]] = set()
+# Fixed (issue 12 follow-up), each pinned by its input in fuzz/crashes/: zgrab_json
+# KeyError/TypeError/AttributeError (scanners/tls/zgrab.py: bad lines are BadZgrabLine with
+# line numbers); atlas_result_json ResultParseError/KeyError/TypeError/OverflowError/
+# AttributeError (atlas/parse.py: 'malformed-result' failure rows); survey_config,
+# testbed_config, blocklist_file UnicodeDecodeError (one-line UsageError naming file:line).
 
 
 def where(exc: BaseException) -> str:

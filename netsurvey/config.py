@@ -93,6 +93,9 @@ def load_config(path: Optional[Path] = None) -> SurveyConfig:
             raw = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
     try:

@@ -93,11 +93,14 @@ def _plugin_steps() -> list[tuple[str, Callable]]:
 
 def _row_counts(db) -> dict[str, int]:
     """Exact row counts of every table in the public schema (demo-sized databases)."""
+    from psycopg import sql
+
     try:
         with db.connect() as conn:
             tables = [r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'procrastinate%'")]
-            return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+            return {t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
+                    for t in tables}
     except Exception:
         return {}
 

@@ -34,7 +34,10 @@ def read_network_file(path: Path) -> list[IPNetwork]:
     """One network per line, '#' comments. Raises UsageError naming file and line."""
     nets = []
     try:
-        lines = Path(path).read_text().splitlines()
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read blocklist: {exc.strerror}") from None
     for i, line in enumerate(lines, 1):

@@ -38,7 +38,7 @@ COMMENT ON COLUMN tls_handshake.address IS 'Destination IPv4/IPv6 address (NULL 
 COMMENT ON COLUMN tls_handshake.port IS 'Destination TCP port.';
 COMMENT ON COLUMN tls_handshake.version IS 'TLS version the client offered (min = max): 1.2 or 1.3.';
 COMMENT ON COLUMN tls_handshake.status IS 'ScanStatus: success, connection-refused, connection-timeout, connection-closed, io-timeout, protocol-error, application-error, resolution-failed, blocked.';
-COMMENT ON COLUMN tls_handshake.error IS 'Failure reason: tls-alert:<name>, bad-certificate: <why>, not-tls, reset, eof, timeout, refused, nxdomain, ...; NULL on success.';
+COMMENT ON COLUMN tls_handshake.error IS 'Failure reason: tls-alert:<name>, bad-certificate: <why>, not-tls, reset, eof, timeout, refused, nxdomain, ...; on success NULL, or a note such as session-unavailable: <why> when the handshake succeeded but its session could not be exported.';
 COMMENT ON COLUMN tls_handshake.negotiated IS 'Negotiated protocol version as OpenSSL names it (TLSv1.2, TLSv1.3).';
 COMMENT ON COLUMN tls_handshake.cipher IS 'Negotiated cipher suite (OpenSSL name).';
 COMMENT ON COLUMN tls_handshake.session_id_len IS 'TLS 1.2: length in bytes of the ServerHello session_id when the client offered no ticket (0 = no session ID support); NULL for TLS 1.3.';

@@ -255,6 +255,9 @@ def load_testbed_config(path: Optional[Path] = None) -> TestbedConfig:
         raise UsageError(f"{path}: testbed config not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
     except ValidationError as exc:
         e = exc.errors()[0]
         raise UsageError(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None

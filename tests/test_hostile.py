@@ -79,16 +79,10 @@ def test_tls_scanner_over_hostile_hosts(db, hostile):
     assert "reset" in str(by[("reset.hostile.test", "1.2")]).lower()
 
 
-@pytest.mark.xfail(strict=True, reason="reported: scanners/tls/engine.py has a per-read timeout but no "
-                   "handshake deadline: a server trickling TLS records (endless.hostile.test) holds a probe "
-                   "until the server gives up (60 s here; forever on the Internet)")
 def test_tls_scanner_bounds_endless_records(db, hostile):
     _scan(db, "tls", "--timeout", "2", "--no-ipv6", "--target", hostile["endless"]["hostname"], limit_s=20, grace=1)
 
 
-@pytest.mark.xfail(strict=True, reason="reported: scanners/tls/engine.py copies obj.session; CPython's "
-                   "SSLSocket.session raises ValueError('i2d() failed') for an ~81 KB peer chain, so a "
-                   "successful handshake is stored as unknown-error")
 def test_tls_scanner_measures_oversized_certificate(db, hostile):
     h = hostile["bigcert"]
     _scan(db, "tls", "--timeout", "3", "--no-ipv6", "--target", h["hostname"], limit_s=30)

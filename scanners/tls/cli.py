@@ -74,6 +74,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         tls: str = typer.Option("1.2,1.3", "--tls", help="Versions to probe, each pinned: 1.2, 1.3 or 1.2,1.3."),
         port: int = typer.Option(443, "--port", help="TCP port."),
         timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        deadline: Optional[float] = typer.Option(None, "--deadline",
+                                                 help="Seconds one whole handshake may take (default 2 x --timeout)."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate (still recorded)."),
         no_check_resumption: bool = typer.Option(False, "--no-check-resumption",
                                                  help="Only the initial handshake (no immediate ID/ticket resumption)."),
@@ -89,10 +91,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         versions = _versions(tls)
         _positive("--timeout", timeout)
+        if deadline is not None:
+            _positive("--deadline", deadline)
         if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or interval < 0:
             raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
         hosts = _hosts(list_name, top, target)
-        opts = TlsOptions(versions=versions, port=port, timeout=timeout, verify=not no_verify,
+        opts = TlsOptions(versions=versions, port=port, timeout=timeout, deadline=deadline, verify=not no_verify,
                           check_resumption=not no_check_resumption, ipv6=ipv6)
         runs = []
         for i in range(repeat):

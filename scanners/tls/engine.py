@@ -5,7 +5,9 @@ bytes come what ``ssl`` hides: the ServerHello session ID, TLS 1.2 NewSessionTic
 NewSessionTicket messages (see tls13.py).
 
 Failures are classified, never raised: refused / connect timeout / reset / EOF / read
-timeout / not TLS / TLS alert / bad certificate / other protocol errors.
+timeout / handshake deadline / not TLS / TLS alert / bad certificate / other protocol errors.
+The per-read ``timeout`` alone does not bound a probe (a server trickling records resets it
+on every read), so every handshake also has an overall ``deadline``.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ class Handshake:
     session: Optional[ssl.SSLSession] = None
     handshake_ms: Optional[float] = None
     completed_at: Optional[float] = None   # time.monotonic() at handshake completion
+    session_error: Optional[str] = None    # why ``session`` is None after a successful handshake
 
     @property
     def ok(self) -> bool:
@@ -68,6 +71,11 @@ class Handshake:
 class _Closed(Exception):
     def __init__(self, why: str):
         self.why = why
+
+
+def default_deadline(timeout: float) -> float:
+    """Overall seconds for one handshake when none is given: twice the per-read timeout."""
+    return 2 * timeout
 
 
 def _ticket_info(t) -> TicketInfo:
@@ -95,12 +103,25 @@ def _classify_ssl_error(exc: ssl.SSLError, rx: bytes) -> tuple[ScanStatus, str]:
 
 async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLContext, *, timeout: float,
                     session: Optional[ssl.SSLSession] = None, keylog: Optional[KeyLog] = None,
-                    read_tickets: bool = True) -> Handshake:
+                    read_tickets: bool = True, deadline: Optional[float] = None) -> Handshake:
     """One TLS handshake with ``address``:``port`` presenting SNI ``sni`` (and ``session`` to
     resume). For TLS 1.3 with ``read_tickets`` it sends ``HEAD / HTTP/1.1`` and reads the
     reply, so the server's post-handshake NewSessionTickets arrive before the session is
-    taken."""
+    taken. ``timeout`` bounds the connect and each read (seconds); ``deadline`` bounds the
+    whole exchange from connect to the end of the ticket read (seconds; default
+    :func:`default_deadline`). A handshake not complete by then is an IO_TIMEOUT with reason
+    ``handshake-deadline``; tickets still missing at the deadline are simply not read."""
     loop = asyncio.get_running_loop()
+    limit = default_deadline(timeout) if deadline is None else deadline
+    end = loop.time() + limit
+
+    def budget() -> float:
+        """Seconds the next wait may take: the per-read timeout, cut at the deadline."""
+        left = end - loop.time()
+        if left <= 0:
+            raise _Closed("deadline")
+        return min(timeout, left)
+
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setblocking(False)
@@ -108,7 +129,7 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
     first_out: list[bytes] = []
     try:
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, (address, port)), timeout)
+            await asyncio.wait_for(loop.sock_connect(sock, (address, port)), min(timeout, limit))
         except asyncio.TimeoutError:
             return Handshake(ScanStatus.CONNECTION_TIMEOUT, "connect-timeout")
         except ConnectionRefusedError:
@@ -124,13 +145,18 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
             if data:
                 if not first_out:
                     first_out.append(data)
-                await loop.sock_sendall(sock, data)
+                wait = budget()
+                try:
+                    await asyncio.wait_for(loop.sock_sendall(sock, data), wait)
+                except asyncio.TimeoutError:   # the peer does not read (zero window)
+                    raise _Closed("timeout" if wait >= timeout else "deadline") from None
 
         async def receive() -> None:
+            wait = budget()
             try:
-                data = await asyncio.wait_for(loop.sock_recv(sock, 65536), timeout)
+                data = await asyncio.wait_for(loop.sock_recv(sock, 65536), wait)
             except asyncio.TimeoutError:
-                raise _Closed("timeout") from None
+                raise _Closed("timeout" if wait >= timeout else "deadline") from None
             except ConnectionResetError:
                 raise _Closed("reset") from None
             if not data:
@@ -152,6 +178,9 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
                 return Handshake(ScanStatus.PROTOCOL_ERROR, "not-tls")
             if c.why == "timeout":
                 return Handshake(ScanStatus.IO_TIMEOUT, "timeout")
+            if c.why == "deadline":
+                return Handshake(ScanStatus.IO_TIMEOUT, f"handshake-deadline: not complete after {limit:g} s "
+                                                        f"({len(rx)} bytes received)")
             alert = first_alert(split_records(bytes(rx))[0])
             if alert is not None:
                 return Handshake(ScanStatus.APPLICATION_ERROR, f"tls-alert:{ALERTS.get(alert[1], alert[1])}")
@@ -159,7 +188,7 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
         except ssl.SSLError as exc:
             try:
                 await flush()   # our alert to the server
-            except OSError:
+            except (OSError, _Closed):
                 pass
             st, why = _classify_ssl_error(exc, bytes(rx))
             return Handshake(st, why)
@@ -184,7 +213,12 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
                         break
             except (_Closed, ssl.SSLError, OSError):
                 pass   # the handshake succeeded; tickets are whatever arrived
-        hs.session = obj.session
+        try:
+            hs.session = obj.session
+        except ValueError as exc:
+            # OpenSSL cannot serialise the session (i2d_SSL_SESSION fails, e.g. for an ~81 KB
+            # peer chain): the handshake stands, only resumption cannot be tried.
+            hs.session_error = f"session-unavailable: {exc}"[:200]
         records, _ = split_records(bytes(rx))
         if tls13:
             cr = client_random(first_out[0]) if first_out else None

@@ -35,7 +35,8 @@ class LifetimeOptions:
     :ivar chain: measure prolongation (see module docstring).
     :ivar stop_on_refusal: after the first refused resumption of a (host, mechanism,
         version), skip its larger ages.
-    :ivar timeout: seconds per connect/read.
+    :ivar timeout: seconds per connect/read; each handshake is also bounded overall by
+        2 x timeout (engine.default_deadline).
     :ivar verify: verify certificates.
     """
 
@@ -104,7 +105,7 @@ class LifetimeProbe:
             return None
         if not self._offered(h, mech):
             self._attempt(t, mech, version, 0.0, h, 0, None, status=ScanStatus.APPLICATION_ERROR.value,
-                          error="not-offered")
+                          error=h.session_error or "not-offered")
             return None
         return h
 
@@ -119,7 +120,8 @@ class LifetimeProbe:
         if not good:
             h = initials[0]
             self._attempt(t, mech, version, 0.0, h, 0, None, status=None if not h.ok else
-                          ScanStatus.APPLICATION_ERROR.value, error=None if not h.ok else "not-offered")
+                          ScanStatus.APPLICATION_ERROR.value,
+                          error=None if not h.ok else (h.session_error or "not-offered"))
             return
         refused = asyncio.Event()
 

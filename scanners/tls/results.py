@@ -14,6 +14,11 @@ class TlsOptions:
     :ivar versions: TLS versions probed separately per target, each pinned (min = max).
     :ivar port: TCP port.
     :ivar timeout: seconds for connect and for each read.
+    :ivar deadline: seconds one handshake may take in all, from connect to the end of the
+        TLS 1.3 ticket read (a server trickling records never trips the per-read timeout);
+        None = 2 x ``timeout``. Exceeding it is recorded as ``io-timeout`` with reason
+        ``handshake-deadline: ...``. A target costs at most about (2 + resumption checks) x
+        deadline per version.
     :ivar verify: verify the certificate chain and hostname (a failure is recorded as
         ``bad-certificate``); False accepts any certificate and still records it.
     :ivar check_resumption: after the initial handshake, try once to resume by session ID
@@ -24,6 +29,7 @@ class TlsOptions:
     versions: tuple[str, ...] = VERSIONS
     port: int = 443
     timeout: float = 5.0
+    deadline: Optional[float] = None
     verify: bool = True
     check_resumption: bool = True
     ipv6: bool = True
@@ -56,7 +62,10 @@ class HandshakeObservation:
     :ivar version: requested version ('1.2' / '1.3').
     :ivar status: ScanStatus value ('success', 'application-error', ...).
     :ivar error: failure reason ('tls-alert:protocol_version', 'bad-certificate: ...',
-        'not-tls', 'reset', 'timeout', ...), None on success.
+        'not-tls', 'reset', 'timeout', 'handshake-deadline: ...', ...). On success None, or
+        why the resumption checks could not be run although the handshake succeeded
+        ('session-unavailable: i2d() failed': OpenSSL cannot export the session, e.g. for
+        a very large certificate chain; id_resumed / ticket_resumed are then None).
     :ivar negotiated: negotiated version as Python reports it ('TLSv1.3'), None on failure.
     :ivar cipher: negotiated cipher suite name.
     :ivar session_id_len: ServerHello session_id length in bytes (TLS 1.2 only; None for 1.3,

@@ -29,7 +29,8 @@ class SharedOptions:
     :ivar mechanisms: 'id' (TLS 1.2, tickets disabled) and/or 'ticket'.
     :ivar versions: TLS versions.
     :ivar shard: (index, count) of this worker's share of the origins.
-    :ivar timeout: seconds per connect/read.
+    :ivar timeout: seconds per connect/read; each handshake is also bounded overall by
+        2 x timeout (engine.default_deadline).
     :ivar verify: verify certificates (B's certificate for SNI B).
     """
 

@@ -35,35 +35,41 @@ class TlsScanner(Scanner):
     async def _probe_version(self, t: ScanTarget, version: str) -> HandshakeObservation:
         o = self.options
         ctx = self.contexts[(version, True)]
-        h = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog)
+        h = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog,
+                            deadline=o.deadline)
         if not h.ok:
             return HandshakeObservation(version, h.status.value, h.error)
         fp, issuer, sans = certificate_facts(h.cert_der)
         sid_len = len(h.session_id) if version == "1.2" and h.session_id is not None else None
         id_resumed = ticket_resumed = None
-        if o.check_resumption:
+        note = h.session_error      # success, but resumption cannot be tried: say why
+        if o.check_resumption and note is None:
             if h.tickets and h.session is not None:
                 r = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
-                                    keylog=self.keylog, read_tickets=False)
+                                    keylog=self.keylog, read_tickets=False, deadline=o.deadline)
                 ticket_resumed = r.ok and r.resumed
             if version == "1.2":
                 id_resumed, id_len = await self._check_id(t, version)
                 if id_len is not None:
                     sid_len = id_len
         return HandshakeObservation(
-            version, h.status.value, None, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
+            version, h.status.value, note, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
             id_resumed, ticket_resumed, h.handshake_ms)
 
     async def _check_id(self, t: ScanTarget, version: str) -> tuple[Optional[bool], Optional[int]]:
         """Session-ID-only handshake (client offers no ticket) and one immediate resumption."""
         ctx = self.contexts[(version, False)]
-        a = await handshake(t.address, t.port, t.hostname, ctx, timeout=self.options.timeout)
+        o = self.options
+        a = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, deadline=o.deadline)
         if not a.ok:
             return None, None
         sid_len = len(a.session_id or b"")
-        if not sid_len or a.session is None:
+        if a.session is None and sid_len:
+            return None, sid_len        # session not exportable: resumption not tried
+        if not sid_len:
             return False, sid_len
-        b = await handshake(t.address, t.port, t.hostname, ctx, timeout=self.options.timeout, session=a.session)
+        b = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=a.session,
+                            deadline=o.deadline)
         return b.ok and b.resumed, sid_len
 
     def close(self) -> None:

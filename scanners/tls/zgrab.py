@@ -26,6 +26,24 @@ def zgrab_argv(senders: int, blocklist: Path) -> list[str]:
             "-b", str(blocklist)]
 
 
+#: Largest share of unusable lines an --ingest file may have before nothing is ingested
+#: (the same rule as target-list imports, netsurvey/targets.py).
+MAX_BAD_SHARE = 0.01
+
+
+class BadZgrabLine(ValueError):
+    """A line that is not a zgrab2 TLS record: ``line_no`` (1-based) and ``reason``."""
+
+    def __init__(self, line_no: int, reason: str):
+        super().__init__(f"line {line_no}: {reason}")
+        self.line_no = line_no
+        self.reason = reason
+
+
+class _Bad(Exception):
+    pass
+
+
 def _get(d, *path):
     for p in path:
         if not isinstance(d, dict):
@@ -34,37 +52,91 @@ def _get(d, *path):
     return d
 
 
-def rows_from_zgrab(lines: Iterable[str], run_id: int) -> Iterator[tuple]:
-    """tls_handshake rows (survey.HANDSHAKE_COLUMNS order) from zgrab2 JSON lines."""
+def _typed(d, path: tuple[str, ...], kind: type):
+    """The value at ``path`` (None if absent); a value of another type is a bad line."""
+    v = _get(d, *path)
+    if v is None:
+        return None
+    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        raise _Bad(f"field {'.'.join(path)}: expected {kind.__name__}, got {type(v).__name__}")
+    if kind is str and "\x00" in v:
+        raise _Bad(f"field {'.'.join(path)}: NUL character")
+    if kind is int and not 0 <= v < 2**31:
+        raise _Bad(f"field {'.'.join(path)}: {v} out of range")
+    return v
+
+
+def _b64(d, path: tuple[str, ...]) -> Optional[bytes]:
+    v = _typed(d, path, str)
+    if not v:
+        return None
+    try:
+        return base64.b64decode(v, validate=True)
+    except ValueError:
+        raise _Bad(f"field {'.'.join(path)}: not base64") from None
+
+
+def _row(line: str, run_id: int) -> tuple:
+    """One tls_handshake row from one zgrab2 JSON line; raises _Bad(reason)."""
+    import hashlib
     import json
 
-    for line in lines:
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise _Bad(f"not JSON: {getattr(exc, 'msg', exc)}") from None
+    if not isinstance(rec, dict):
+        raise _Bad("not a JSON object")
+    ip = _typed(rec, ("ip",), str)
+    if ip is None:
+        raise _Bad("no 'ip'")
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        raise _Bad(f"'ip' is not an address: {ip[:40]!r}") from None
+    tls = _get(rec, "data", "tls") or {}
+    if not isinstance(tls, dict):
+        raise _Bad("field data.tls: expected object")
+    status = _typed(tls, ("status",), str) or "unknown-error"
+    hl = ("result", "handshake_log")
+    ticket = _b64(tls, hl + ("session_ticket", "value"))
+    sid = _b64(tls, hl + ("server_hello", "session_id"))
+    sid_given = _get(tls, *hl, "server_hello", "session_id") is not None
+    cert = hl + ("server_certificates", "certificate")
+    raw = _b64(tls, cert + ("raw",))
+    fp = hashlib.sha256(raw).digest() if raw else None
+    sans = _typed(tls, cert + ("parsed", "extensions", "subject_alt_name", "dns_names"), list)
+    if sans is not None and not all(isinstance(n, str) and "\x00" not in n for n in sans):
+        raise _Bad("field subject_alt_name.dns_names: expected strings")
+    ok = status == "success"
+    error = _typed(tls, ("error",), str)
+    lifetime = _typed(tls, hl + ("session_ticket", "lifetime_hint"), int)
+    return (run_id, None, _typed(rec, ("domain",), str) or ip, address, 443, "1.2",
+            "success" if ok else _status(status), None if ok else (error or status)[:200],
+            _typed(tls, hl + ("server_hello", "version", "name"), str),
+            _typed(tls, hl + ("server_hello", "cipher_suite", "name"), str),
+            (len(sid or b"") if sid_given else 0) if ok else None,
+            1 if ticket else 0, lifetime if ticket else None, None, ticket,
+            len(ticket) if ticket else None, key_name(ticket) if ticket else None,
+            ticket_format(ticket) if ticket else None, fp, _typed(tls, cert + ("parsed", "issuer_dn"), str),
+            sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2")
+
+
+def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None) -> Iterator[tuple]:
+    """tls_handshake rows (survey.HANDSHAKE_COLUMNS order) from zgrab2 JSON lines. A line that
+    is not a zgrab2 record (invalid JSON, not an object, no valid ``ip``, a field of the
+    wrong type) raises :class:`BadZgrabLine` (a ValueError) - or, if ``bad`` is given, is
+    appended to it and skipped."""
+    for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        rec = json.loads(line)
-        tls = _get(rec, "data", "tls") or {}
-        status = tls.get("status", "unknown-error")
-        hl = _get(tls, "result", "handshake_log") or {}
-        ticket_b64 = _get(hl, "session_ticket", "value")
-        ticket = base64.b64decode(ticket_b64) if ticket_b64 else None
-        sid = _get(hl, "server_hello", "session_id")
-        cert = _get(hl, "server_certificates", "certificate") or {}
-        raw = cert.get("raw")
-        fp = None
-        if raw:
-            import hashlib
-            fp = hashlib.sha256(base64.b64decode(raw)).digest()
-        parsed = cert.get("parsed") or {}
-        ok = status == "success"
-        yield (run_id, None, rec.get("domain") or rec.get("ip"), ipaddress.ip_address(rec["ip"]), 443, "1.2",
-               "success" if ok else _status(status), None if ok else (tls.get("error") or status)[:200],
-               _get(hl, "server_hello", "version", "name"), _get(hl, "server_hello", "cipher_suite", "name"),
-               len(base64.b64decode(sid)) if (ok and sid is not None) else (0 if ok else None),
-               1 if ticket else 0, _get(hl, "session_ticket", "lifetime_hint") if ticket else None, None, ticket,
-               len(ticket) if ticket else None, key_name(ticket) if ticket else None,
-               ticket_format(ticket) if ticket else None, fp, parsed.get("issuer_dn"),
-               _get(parsed, "extensions", "subject_alt_name", "dns_names") if ok else None, None, None, None,
-               dt.datetime.now(dt.timezone.utc), "zgrab2")
+        try:
+            yield _row(line, run_id)
+        except _Bad as exc:
+            err = BadZgrabLine(no, str(exc))
+            if bad is None:
+                raise err from None
+            bad.append(err)
 
 
 def _status(s: str) -> str:
@@ -73,17 +145,41 @@ def _status(s: str) -> str:
             "protocol-error": "protocol-error"}.get(s, "unknown-error")
 
 
+def _check_ingest(path: Path, lines: list[str]) -> int:
+    """Validate an --ingest file before anything is written: UsageError ``file:line: reason``
+    if no line is a zgrab2 record or more than MAX_BAD_SHARE of them are bad. Returns the
+    number of bad lines (skipped and counted in the run's summary otherwise)."""
+    bad: list[BadZgrabLine] = []
+    good = sum(1 for _ in rows_from_zgrab(lines, 0, bad))
+    n = good + len(bad)
+    if not good and not bad:
+        raise UsageError(f"{path}: no zgrab2 records")
+    if bad and (not good or len(bad) > MAX_BAD_SHARE * n):
+        b = bad[0]
+        raise UsageError(f"{path}:{b.line_no}: {b.reason} ({len(bad)} of {n} lines bad); nothing ingested")
+    return len(bad)
+
+
 def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dict:
     from netsurvey.clictx import open_scan
 
     from .survey import expand_targets, handshake_writer
 
+    lines: list[str] = []
+    if ingest is not None:
+        try:
+            lines = ingest.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            line = exc.object[:exc.start].count(b"\n") + 1
+            raise UsageError(f"{ingest}:{line}: not UTF-8 text") from None
+        except OSError as exc:
+            raise UsageError(f"{ingest}: cannot read: {exc.strerror}") from None
+        _check_ingest(ingest, lines)
     ctx = open_scan("tls", {"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
                     packages=())
+    bad: list[BadZgrabLine] = []
     try:
-        if ingest is not None:
-            lines = ingest.read_text().splitlines()
-        else:
+        if ingest is None:
             if not ZGRAB2.exists():
                 raise UsageError(f"{ZGRAB2} missing: run scripts/build_go_tools.sh zgrab2")
             targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
@@ -96,11 +192,14 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
                 lines = p.stdout.splitlines()
         n = 0
         with handshake_writer(ctx.db) as w:
-            for row in rows_from_zgrab(lines, ctx.run.id):
+            for row in rows_from_zgrab(lines, ctx.run.id, bad):
                 w.write(row)
                 n += 1
     except BaseException:
         ctx.run.finish("failed")
         raise
-    ctx.run.finish("finished", {"ingested": n})
-    return {"run_id": ctx.run.id, "ingested": n}
+    counts = {"ingested": n, "bad_lines": len(bad)}
+    if bad:
+        counts["first_bad_line"] = f"{bad[0].line_no}: {bad[0].reason}"[:200]
+    ctx.run.finish("finished", counts)
+    return {"run_id": ctx.run.id, **counts}
