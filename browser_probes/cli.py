@@ -15,7 +15,9 @@ import typer
 
 from netsurvey.errors import UsageError
 
-TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
+TLS_TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
+QUIC_TESTS = ("quic-lifetime", "quic-hint")
+TESTS = TLS_TESTS + QUIC_TESTS + ("cross-app",)
 
 
 def _check_browser(name: str) -> None:
@@ -55,7 +57,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets of the list."),
         url: List[str] = typer.Option([], "--url", help="Extra URL to visit (repeatable)."),
         browsers: int = typer.Option(2, "--browsers", help="Parallel browser instances."),
-        browser: str = typer.Option("chromium", "--browser", help="chromium (firefox: not yet)."),
+        browser: str = typer.Option("chromium", "--browser", help="chromium or firefox."),
         page_timeout: float = typer.Option(15.0, "--page-timeout", help="Page-load timeout per visit [s]."),
         profile_root: Optional[Path] = typer.Option(None, "--profile-root", help="Directory for fresh profiles."),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
@@ -72,8 +74,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .store import VisitStore
 
         _check_browser(browser)
-        if browser != "chromium":
-            raise UsageError("pageload: only --browser chromium is implemented (see browser_probes/README.md)")
         if browsers < 1 or browsers > 16:
             raise UsageError("--browsers must be between 1 and 16")
         if page_timeout <= 0:
@@ -121,6 +121,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         """Tracking-period probes: does the browser present an earlier context's TLS state?"""
         from netsurvey.clictx import open_scan
 
+        from .quic_tracking import quic_experiments, run_quic_experiment
+        from .tfo_tracking import run_cross_app, tfo_addresses
         from .tracking import ObserverProcess, experiments, os_description, run_experiment
 
         _check_browser(browser)
@@ -132,9 +134,13 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--wait must not be negative")
         truth = _ground_truth()
         exps = experiments(truth)
+        qexps = quic_experiments(truth)
         ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait)},
                         packages=("selenium",))
-        obs = ObserverProcess({p.address for n in names for p in exps[n].probes})
+        watch = {p.address for n in names if n in exps for p in exps[n].probes}
+        if "cross-app" in names:
+            watch |= tfo_addresses(truth)
+        obs = ObserverProcess(watch) if watch else None
         conn = ctx.db.connect()
         osd = os_description()
         verdicts = []
@@ -142,8 +148,17 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             for n in names:
                 for w in sorted(wait):
                     def store_conns(step: str, recs: list[dict], _n=n) -> None:
-                        _store_connections(conn, ctx.run.id, _n, step, recs)
-                    vs, version = run_experiment(exps[n], browser, w, obs, store_conns)
+                        _store_connections(conn, ctx.run.id, _n, step, recs, browser)
+
+                    def store_quic(step: str, events: list[dict], _n=n) -> None:
+                        _store_quic(conn, ctx.run.id, _n, step, events, browser)
+                    if n in exps:
+                        vs, version = run_experiment(exps[n], browser, w, obs, store_conns)
+                    elif n in qexps:
+                        vs, version = run_quic_experiment(n, qexps[n], browser, w, store_quic)
+                    else:
+                        vs, version = run_cross_app(browser, obs, tfo_addresses(truth), truth.get("ca_file"),
+                                                    store_conns, wait_s=w)
                     with conn.transaction():
                         for v in vs:
                             conn.execute(
@@ -160,14 +175,16 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             ctx.run.finish("failed", {})
             raise
         finally:
-            obs.close()
+            if obs is not None:
+                obs.close()
             conn.close()
         ctx.run.finish("finished", {"verdicts": len(verdicts),
                                     "viable": sum(v.verdict == "viable" for _, v in verdicts)})
         if as_json:
             print(json.dumps({"run_id": ctx.run.id, "verdicts": [
                 dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
-                     presented=v.presented, accepted=v.accepted, verdict=v.verdict) for ver, v in verdicts]}))
+                     presented=v.presented, accepted=v.accepted, verdict=v.verdict, detail=v.detail)
+                for ver, v in verdicts]}))
         else:
             print(f"run {ctx.run.id}: {len(verdicts)} verdicts "
                   f"({sum(v.verdict == 'viable' for _, v in verdicts)} viable)")
@@ -184,10 +201,37 @@ def _ground_truth() -> dict:
     return Testbed(load_testbed_config(path), path).ground_truth(st)
 
 
-def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list[dict]) -> None:
+def _hex(x):
+    return None if x is None or x == "" else bytes.fromhex(x)
+
+
+def _store_quic(conn, run_id: int, experiment: str, step: str, events: list[dict], app: str) -> None:
+    """One row per QUIC handshake ('connection' event), with what the server issued on it."""
     import datetime as dt
 
-    def b(x):
+    tokens = {e["client_port"]: e["token"] for e in events if e["event"] == "token_issued"}
+    tickets = {e["client_port"]: e["ticket_prefix"] for e in events if e["event"] == "ticket_issued"}
+    with conn.transaction():
+        for e in events:
+            if e["event"] != "connection":
+                continue
+            conn.execute(
+                "INSERT INTO browser_track_connection (run_id, experiment, step, observed_at, transport, server_name,"
+                " server_address, client_port, client_app, tls13_psk_identity, server_version, server_accepted_psk,"
+                " issued_ticket, quic_token, quic_token_status, quic_ticket_status, quic_session_resumed,"
+                " quic_early_data_accepted, issued_token)"
+                " VALUES (%s,%s,%s,%s,'quic',%s,%s,%s,%s,%s,'1.3',%s,%s,%s,%s,%s,%s,%s,%s)",
+                (run_id, experiment, step, dt.datetime.fromtimestamp(e["ts"], dt.timezone.utc), e["host"],
+                 e["server_address"], e["client_port"], app, _hex(e.get("ticket_presented")),
+                 e.get("session_resumed"), _hex(tickets.get(e["client_port"])), _hex(e.get("token_presented")),
+                 e.get("token_status"), e.get("ticket_status"), e.get("session_resumed"),
+                 e.get("early_data_accepted"), _hex(tokens.get(e["client_port"]))))
+
+
+def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list[dict], app: str) -> None:
+    import datetime as dt
+
+    def b(x):      # "" stays b"" (an empty TFO option = cookie request, an empty ticket = request)
         return None if x is None else bytes.fromhex(x)
 
     with conn.transaction():
@@ -196,9 +240,11 @@ def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list
                 "INSERT INTO browser_track_connection (run_id, experiment, step, observed_at, transport, server_name,"
                 " server_address, client_port, tfo_cookie, tls_session_id, tls_ticket, tls13_psk_identities,"
                 " tls13_psk_identity, server_version, server_session_id, server_accepted_psk, issued_ticket,"
-                " issued_ticket_lifetime_s) VALUES (%s,%s,%s,%s,'tcp',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                " issued_ticket_lifetime_s, client_app, client_fingerprint, issued_tfo_cookie)"
+                " VALUES (%s,%s,%s,%s,'tcp',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (run_id, experiment, step, dt.datetime.fromtimestamp(r["ts"], dt.timezone.utc), r.get("sni"),
                  r["server"], r["client_port"], b(r.get("tfo_cookie")), b(r.get("session_id")), b(r.get("ticket")),
                  r.get("psk_identities"), b(r.get("psk_identity")), r.get("server_version"),
                  b(r.get("server_session_id")), r.get("server_accepted_psk"), b(r.get("issued_ticket")),
-                 r.get("issued_ticket_lifetime_s")))
+                 r.get("issued_ticket_lifetime_s"), r.get("client_app", app), r.get("fingerprint"),
+                 b(r.get("issued_tfo_cookie"))))

@@ -38,7 +38,8 @@ class BrowserOptions:
     :ivar performance_log: Chromium: record the DevTools performance log (page-load logger).
     :ivar bidi: Firefox: enable WebDriver BiDi (page-load logger).
     :ivar faketime: libfaketime spec file for the browser's clock (None = real time).
-    :ivar quic_origins: Chromium: ``host:port`` origins forced onto HTTP/3.
+    :ivar quic_origins: ``host:port`` origins forced onto HTTP/3 (Chromium:
+        --origin-to-force-quic-on; Firefox: an Alt-Svc test mapping).
     :ivar spki_hashes: Chromium: base64 SHA-256 SPKI hashes accepted without a trusted CA
         (needed for QUIC to the testbed).
     """
@@ -62,6 +63,7 @@ class Browser:
     name: str
     version: str
     profile_dir: Path
+    recorder: object = None          # Firefox page-load logger: the BiDi event recorder
     _tmp: Optional[tempfile.TemporaryDirectory] = field(default=None, repr=False)
 
     def quit(self) -> None:
@@ -70,7 +72,12 @@ class Browser:
         except Exception:
             pass
         if self._tmp is not None:
-            self._tmp.cleanup()
+            # Firefox may still write to its profile for a moment after quit()
+            shutil.rmtree(self._tmp.name, ignore_errors=True)
+            try:
+                self._tmp.cleanup()
+            except OSError:
+                pass
             self._tmp = None
 
 
@@ -156,6 +163,9 @@ def _start_firefox(opts: BrowserOptions, profile: Path):
         o.set_preference("browser.privatebrowsing.autostart", True)
     o.accept_insecure_certs = True
     o.set_preference("network.http.http3.enable", bool(opts.quic_origins))
+    if opts.quic_origins:   # HTTP/3 from the first request: an Alt-Svc mapping for testing
+        o.set_preference("network.http.http3.alt-svc-mapping-for-testing",
+                         ",".join(f"{o_.split(':')[0]};h3=:{o_.split(':')[1]}" for o_ in opts.quic_origins))
     o.set_preference("app.update.enabled", False)
     o.set_preference("network.captive-portal-service.enabled", False)
     o.set_preference("network.connectivity-service.enabled", False)

@@ -2,7 +2,8 @@
 of the servers (the testbed's web namespace) that reassembles the start of each TCP
 connection to the watched addresses and prints one JSON line per connection:
 
-* the SYN's TCP Fast Open option (kind 34, or 254 with magic 0xF989): the cookie;
+* the SYN's TCP Fast Open option (kind 34, or 254 with magic 0xF989): the cookie, and the
+  cookie the server's SYN-ACK issued;
 * the ClientHello: SNI, legacy session ID, SessionTicket extension, TLS 1.3
   pre_shared_key identities;
 * the server's cleartext flight: ServerHello (version, session ID, selected PSK) and, for
@@ -94,6 +95,23 @@ def _extensions(data: bytes, i: int) -> dict[int, bytes]:
     return exts
 
 
+def _grease(v: int) -> bool:
+    return (v & 0x0F0F) == 0x0A0A
+
+
+# extensions whose presence depends on resumption state / padding, not on the client software
+_STATE_EXTENSIONS = {21, 35, 41, 42}
+
+
+def client_fingerprint(ciphers: list[int], exts: dict[int, bytes]) -> str:
+    """Which TLS client software sent a ClientHello: cipher suites in order and the set of
+    extension types, without GREASE values and without the resumption-dependent extensions
+    (padding, session_ticket, pre_shared_key, early_data); extension order is ignored
+    (Chromium permutes it)."""
+    et = sorted(t for t in exts if not _grease(t) and t not in _STATE_EXTENSIONS)
+    return ",".join(f"{c:x}" for c in ciphers) + "|" + ",".join(map(str, et))
+
+
 def parse_client_hello(body: bytes) -> dict:
     """SNI, session ID, SessionTicket and PSK identities of a ClientHello body."""
     i = 2 + 32
@@ -101,11 +119,12 @@ def parse_client_hello(body: bytes) -> dict:
     sid = body[i + 1:i + 1 + sid_len]
     i += 1 + sid_len
     cs_len = struct.unpack("!H", body[i:i + 2])[0]
+    ciphers = [c for (c,) in struct.iter_unpack("!H", body[i + 2:i + 2 + cs_len]) if not _grease(c)]
     i += 2 + cs_len
     i += 1 + body[i]
     exts = _extensions(body, i)
     out: dict = {"session_id": sid.hex() or None, "ticket": None, "psk_identities": None, "psk_identity": None,
-                 "sni": None}
+                 "sni": None, "fingerprint": client_fingerprint(ciphers, exts)}
     if 0 in exts and len(exts[0]) > 5:
         n = struct.unpack("!H", exts[0][3:5])[0]
         out["sni"] = exts[0][5:5 + n].decode("ascii", "replace")
@@ -153,6 +172,7 @@ class _Flow:
     server: str
     first_seen: float
     tfo_cookie: Optional[str] = None
+    issued_tfo_cookie: Optional[str] = None
     syn_seen: bool = False
     c_isn: Optional[int] = None
     s_isn: Optional[int] = None
@@ -184,15 +204,25 @@ class Observer:
         self.flows: dict[tuple, _Flow] = {}
 
     def _packet(self, pkt: bytes, outgoing: bool) -> None:
-        if len(pkt) < 14 + 20 or pkt[12:14] != b"\x08\x00":
+        if len(pkt) < 14 + 20:
             return
+        et = pkt[12:14]
         ip = pkt[14:]
-        ihl = (ip[0] & 0x0F) * 4
-        if ip[9] != 6:
+        if et == b"\x08\x00":
+            ihl = (ip[0] & 0x0F) * 4
+            if ip[9] != 6:
+                return
+            total = struct.unpack("!H", ip[2:4])[0] or len(ip)
+            src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
+            tcp = ip[ihl:total]
+        elif et == b"\x86\xdd" and len(ip) >= 40:   # IPv6 without extension headers
+            if ip[6] != 6:
+                return
+            total = 40 + struct.unpack("!H", ip[4:6])[0]
+            src, dst = socket.inet_ntop(socket.AF_INET6, ip[8:24]), socket.inet_ntop(socket.AF_INET6, ip[24:40])
+            tcp = ip[40:total]
+        else:
             return
-        total = struct.unpack("!H", ip[2:4])[0] or len(ip)
-        src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
-        tcp = ip[ihl:total]
         if len(tcp) < 20:
             return
         sport, dport, seq = struct.unpack("!HHI", tcp[0:8])
@@ -221,6 +251,8 @@ class Observer:
             return
         if syn and not to_server:
             f.s_isn = seq
+            c = parse_tcp_options(tcp[20:off])
+            f.issued_tfo_cookie = c.hex() if c else None
             return
         if not payload:
             return
@@ -244,7 +276,7 @@ class Observer:
         if not (s_end or force):
             return None
         rec = {"ts": f.hello_at, "server": f.server, "client": f.client, "client_port": f.cport,
-               "tfo_cookie": f.tfo_cookie}
+               "tfo_cookie": f.tfo_cookie, "issued_tfo_cookie": f.issued_tfo_cookie}
         try:
             rec.update(parse_client_hello(cmsgs[0][1]))
             rec.update(parse_server_flight(_handshake_messages(srec)))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chromium_log import network_events, resources_from_events
+from .firefox_log import resources_from_bidi
 from .drivers import Browser, BrowserOptions, start_browser
 from .procs import kill_browser
 from .tree import DomainEdge, Resource, domain_tree, longest_new_connection_path, page_load_time_ms, tree_height
@@ -26,7 +27,7 @@ from .tree import DomainEdge, Resource, domain_tree, longest_new_connection_path
 class PageLoadOptions:
     """Options of one page-load run.
 
-    :ivar browser: chromium (performance log) or firefox (not yet: see README).
+    :ivar browser: chromium (DevTools performance log) or firefox (WebDriver BiDi events).
     :ivar browsers: parallel browser instances (one worker thread each).
     :ivar page_timeout_s: page-load timeout per visit, seconds.
     :ivar idle_s: the visit ends when no network event arrived for this long (s) after load.
@@ -94,9 +95,32 @@ def _collect(browser: Browser, opts: PageLoadOptions, deadline: float) -> list[d
         time.sleep(0.05)
 
 
-def _derive(url: str, events: list[dict]) -> tuple[list[Resource], dict]:
-    res, facts = resources_from_events(events, url)
-    return res, facts
+def _collect_bidi(browser: Browser, opts: PageLoadOptions, deadline: float) -> list:
+    """Firefox: read BiDi network events until no request is open and none arrived for idle_s."""
+    events: list = []
+    open_ids: set = set()
+    last_new = time.monotonic()
+    while True:
+        new = browser.recorder.take()
+        now = time.monotonic()
+        for name, p in new:
+            rid = (p.get("request") or {}).get("request")
+            if name == "before_request_sent":
+                open_ids.add(rid)
+            else:
+                open_ids.discard(rid)
+        if new:
+            events += new
+            last_new = now
+        if (now - last_new >= opts.idle_s and not open_ids) or now >= deadline:
+            return events
+        time.sleep(0.05)
+
+
+def _derive(browser: Browser, url: str, events: list) -> tuple[list[Resource], dict]:
+    if browser.name == "firefox":
+        return resources_from_bidi(events, url)
+    return resources_from_events(events, url)
 
 
 def visit(browser: Browser, url: str, worker: int, opts: PageLoadOptions) -> VisitResult:
@@ -105,8 +129,12 @@ def visit(browser: Browser, url: str, worker: int, opts: PageLoadOptions) -> Vis
     from selenium.common.exceptions import TimeoutException, WebDriverException
 
     drv = browser.driver
+    firefox = browser.name == "firefox"
     drv.get("about:blank")
-    drv.get_log("performance")           # drop the new-tab page and earlier visits
+    if firefox:
+        browser.recorder.take()
+    else:
+        drv.get_log("performance")           # drop the new-tab page and earlier visits
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
     events: list[dict] = []
@@ -121,11 +149,11 @@ def visit(browser: Browser, url: str, worker: int, opts: PageLoadOptions) -> Vis
         error = f"browser failed: {(exc.msg or type(exc).__name__).splitlines()[0][:200]}"
     if not crashed:
         try:
-            events = _collect(browser, opts, time.monotonic() + opts.settle_max_s)
+            events = (_collect_bidi if firefox else _collect)(browser, opts, time.monotonic() + opts.settle_max_s)
         except WebDriverException as exc:
             crashed = True
             error = error or f"browser failed: {(exc.msg or type(exc).__name__).splitlines()[0][:200]}"
-    res, facts = _derive(url, events)
+    res, facts = _derive(browser, url, events)
     if error is None and not res:
         error = "no request was logged"
     if error is None and facts["pending"]:
@@ -159,7 +187,14 @@ def run_pageload(urls: Sequence[str], opts: PageLoadOptions, store: Callable[[Vi
             opts.profile_root.mkdir(parents=True, exist_ok=True)
             prof = Path(tempfile.mkdtemp(prefix=f"{opts.browser}-", dir=opts.profile_root))
         return BrowserOptions(browser=opts.browser, profile_dir=prof, page_timeout_s=opts.page_timeout_s,
-                              performance_log=True)
+                              performance_log=opts.browser == "chromium", bidi=opts.browser == "firefox")
+
+    def start() -> Browser:
+        b = start_browser(bopts())
+        if b.name == "firefox":
+            from .firefox_log import BidiRecorder
+            b.recorder = BidiRecorder(b.driver)
+        return b
 
     def worker(i: int) -> None:
         browser: Optional[Browser] = None
@@ -170,7 +205,7 @@ def run_pageload(urls: Sequence[str], opts: PageLoadOptions, store: Callable[[Vi
                 except queue.Empty:
                     return
                 if browser is None:
-                    browser = start_browser(bopts())
+                    browser = start()
                 # watchdog: WebDriver itself may stop answering; kill the browser then
                 wd = threading.Timer(opts.page_timeout_s + opts.settle_max_s + 20, kill_browser, (browser.profile_dir,))
                 wd.daemon = True

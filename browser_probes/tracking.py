@@ -10,11 +10,13 @@ identifiers with what the server issued in context 1:
 * ``tls-session-id`` (TLS 1.2): the ClientHello's session ID equals one the server set;
 * ``tls-ticket`` (TLS 1.2): the SessionTicket extension holds a ticket issued in context 1
   (NewSessionTicket is cleartext in TLS 1.2);
-* ``tls13-psk``: a pre_shared_key identity is offered. TLS 1.3 tickets travel encrypted,
-  so linking relies on isolation: a fresh profile and hosts contacted only in context 1.
+* ``tls13-psk``: a pre_shared_key identity is offered before (or without) any full
+  handshake in context 2 (a later PSK may be a ticket context 2 itself obtained). TLS 1.3
+  tickets travel encrypted, so linking relies on isolation: a fresh profile, hosts contacted
+  only in context 1, and only the browser's own connections (:mod:`~browser_probes.owner`).
 
-Every host is a dedicated testbed host (``*.track.test``), except the third-party
-experiment which needs distinct sites (a.test, b.test embedding t.test).
+Every host is a dedicated IPv4-only testbed host (``*.track.test``); the third-party
+experiment uses the distinct sites tpa.test / tpb.test embedding tp.track.test.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .drivers import Browser, BrowserOptions, start_browser
+from .owner import SocketOwners, attribute
 
 REPO = Path(__file__).resolve().parent.parent
 WEB_NETNS = "nstb-web"
@@ -81,9 +84,9 @@ def experiments(truth: dict) -> dict[str, Experiment]:
         "hint": Experiment("hint", ("https://hint.track.test/",), ("https://hint.track.test/",),
                            (probe("tls13-psk", "hint.track.test"),),
                            description="revisit after the server's lifetime hint expired"),
-        "third-party": Experiment("third-party", ("https://a.test/",), ("https://b.test/",),
-                                  (probe("tls13-psk", "t.test"),),
-                                  description="t.test embedded by a.test, then by b.test"),
+        "third-party": Experiment("third-party", ("https://tpa.test/",), ("https://tpb.test/",),
+                                  (probe("tls13-psk", "tp.track.test"),),
+                                  description="tp.track.test embedded by site tpa.test, then by site tpb.test"),
         "restart": Experiment("restart", own_urls, own_urls, own, between="restart",
                               description="same profile after a browser restart"),
         "private": Experiment("private", own_urls, own_urls, own, private=True,
@@ -163,7 +166,10 @@ def judge(exp: str, probe: Probe, wait_s: float, first: list[dict], second: list
         acc = [r for r in hits if r.get("server_session_id") and r.get("server_session_id") == r.get("session_id")]
     else:  # tls13-psk
         issued = {"(encrypted)"} if any(r.get("server_version") == "1.3" for r in c1) else set()
-        hits = [r for r in c2 if r.get("psk_identities")]
+        # a PSK offered after a full handshake in context 2 may be that handshake's own ticket:
+        # only connections up to the first full handshake of context 2 can link to context 1
+        full = [r["ts"] for r in c2 if r.get("server_version") == "1.3" and not r.get("server_accepted_psk")]
+        hits = [r for r in c2 if r.get("psk_identities") and (not full or r["ts"] <= min(full))]
         acc = [r for r in hits if r.get("server_accepted_psk")]
     if not c1:
         return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
@@ -192,17 +198,28 @@ def _close_tab(b: Browser) -> None:
     b.driver.switch_to.window(new)
 
 
+def _service_pid(b: Browser) -> int:
+    return b.driver.service.process.pid
+
+
 def run_experiment(exp: Experiment, browser: str, wait_s: float, obs: ObserverProcess,
                    on_connections: Callable[[str, list[dict]], None] = lambda step, recs: None,
                    profile_root: Optional[Path] = None) -> tuple[list[Verdict], str]:
-    """Run one experiment with one wait; returns the verdicts and the browser version."""
+    """Run one experiment with one wait; returns the verdicts and the browser version.
+
+    Only connections of this browser count (:mod:`~browser_probes.owner`): others may use
+    the shared testbed at the same time."""
+    import shutil
     import tempfile
 
     prof = Path(tempfile.mkdtemp(prefix=f"track-{browser}-", dir=profile_root))
     bo = BrowserOptions(browser=browser, profile_dir=prof, private=exp.private)
-    b = start_browser(bo)
-    version = b.version
+    owners = SocketOwners({p.address for p in exp.probes})
+    b = None
     try:
+        b = start_browser(bo)
+        owners.add_root(_service_pid(b))
+        version = b.version
         t0 = time.time()
         _visit_all(b, exp.first_urls)
         if exp.between == "restart":
@@ -215,14 +232,17 @@ def run_experiment(exp: Experiment, browser: str, wait_s: float, obs: ObserverPr
         t1 = time.time()
         if exp.between == "restart":
             b = start_browser(bo)
+            owners.add_root(_service_pid(b))
         _visit_all(b, exp.second_urls)
         time.sleep(1.6)     # observer linger + margin
         t2 = time.time()
     finally:
-        b.quit()
-        import shutil
+        if b is not None:
+            b.quit()
+        owners.close()
         shutil.rmtree(prof, ignore_errors=True)
-    first, second = obs.since(t0, t1), obs.since(t1, t2)
+    mine = owners.ports("tcp")
+    first, second = attribute(obs.since(t0, t1), mine), attribute(obs.since(t1, t2), mine)
     on_connections("first", first)
     on_connections("second", second)
     return [judge(exp.name, p, wait_s, first, second) for p in exp.probes], version

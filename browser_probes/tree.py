@@ -101,7 +101,9 @@ def tree_height(resources: Sequence[Resource]) -> int:
 
 
 def _opened_connection(r: Resource) -> bool:
-    return r.connection_reused is False and not r.from_cache and r.failed is None and r.connection_id is not None
+    # Firefox (BiDi) gives no connection id: there a response with a connect phase counts
+    return (r.connection_reused is False and not r.from_cache and r.failed is None
+            and (r.connection_id is not None or r.http_status is not None))
 
 
 def longest_new_connection_path(resources: Sequence[Resource]) -> int:
