@@ -10,7 +10,6 @@ demand so a missing optional module never breaks the others.
 from __future__ import annotations
 
 import csv
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -100,12 +99,9 @@ class FigureContext:
 
 
 def load_all() -> dict[str, FigureSpec]:
-    for m in FIGURE_MODULES:
-        try:
-            importlib.import_module(m)
-        except ModuleNotFoundError as exc:
-            if exc.name != m:
-                raise
+    from netsurvey.plugins import import_present
+
+    import_present(FIGURE_MODULES)
     return dict(sorted(_REGISTRY.items()))
 
 

@@ -364,19 +364,13 @@ PLUGIN_CLIS = ["scanners.tfo.cli", "scanners.tls.cli", "scanners.quic.cli", "sca
 
 
 def _register_subapps() -> None:
-    import importlib
-
     from testbed.cli import testbed_app
+
+    from .plugins import import_present
 
     app.add_typer(testbed_app, name="testbed")
     extra = [m for m in os.environ.get("NETSURVEY_PLUGINS", "").split(",") if m]
-    for mod in PLUGIN_CLIS + extra:
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
-            continue
+    for m in import_present(PLUGIN_CLIS + extra):
         m.register(app, scan_app)
 
 

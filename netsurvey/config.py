@@ -75,6 +75,29 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{path}: {key}: {first['msg']}"
 
 
+def load_toml_model(path: Path, model: type[BaseModel], what: str = "config file"):
+    """Read a TOML file and validate it into ``model``. Every failure (missing, unreadable,
+    not UTF-8, not TOML, invalid value) is one UsageError naming the file, line or key, and
+    the reason."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: {what} not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise UsageError(_format_validation_error(path, exc)) from None
+
+
 def load_config(path: Optional[Path] = None) -> SurveyConfig:
     """Load and validate the survey config.
 
@@ -88,17 +111,4 @@ def load_config(path: Optional[Path] = None) -> SurveyConfig:
         if explicit:
             raise UsageError(f"{path}: config file not found")
         return SurveyConfig()
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
-        line = exc.object[:exc.start].count(b"\n") + 1
-        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return SurveyConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise UsageError(_format_validation_error(path, exc)) from None
+    return load_toml_model(path, SurveyConfig)

@@ -77,18 +77,9 @@ DEMO_MODULES = ["scanners.tfo.demo", "scanners.tls.demo", "scanners.quic.demo", 
 
 
 def _plugin_steps() -> list[tuple[str, Callable]]:
-    import importlib
+    from .plugins import import_present
 
-    steps = []
-    for mod in DEMO_MODULES:
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
-            continue
-        steps.append((m.STEP, m.run))
-    return steps
+    return [(m.STEP, m.run) for m in import_present(DEMO_MODULES)]
 
 
 def _row_counts(db) -> dict[str, int]:

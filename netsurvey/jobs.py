@@ -24,13 +24,12 @@ import re
 import signal
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import procrastinate
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .db import Database
 from .errors import UsageError
@@ -89,17 +88,12 @@ class ScheduleFile(BaseModel):
 
 
 def load_schedule(path: Optional[Path] = None) -> list[ScheduleEntry]:
+    from .config import load_toml_model
+
     path = Path(path or os.environ.get("NETSURVEY_SCHEDULE", DEFAULT_SCHEDULE))
     if not path.exists():
         return []
-    try:
-        raw = tomllib.loads(path.read_text())
-        return ScheduleFile.model_validate(raw).schedule
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        raise UsageError(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    return load_toml_model(path, ScheduleFile, "schedule file").schedule
 
 
 # -- the procrastinate app ------------------------------------------------------------

@@ -12,13 +12,11 @@ bound on the namespace's ``lo`` (``local_ranges`` answer for a whole range).
 from __future__ import annotations
 
 import ipaddress
-import tomllib
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netsurvey.errors import UsageError
 
 DEFAULT_TESTBED_CONFIG = Path(__file__).resolve().parent.parent / "config" / "testbed.toml"
 ALLOWED_V4 = ipaddress.ip_network("198.18.0.0/15")
@@ -246,18 +244,6 @@ class TestbedConfig(_M):
 
 
 def load_testbed_config(path: Optional[Path] = None) -> TestbedConfig:
-    path = path or DEFAULT_TESTBED_CONFIG
-    try:
-        with Path(path).open("rb") as fh:
-            raw = tomllib.load(fh)
-        return TestbedConfig.model_validate(raw)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: testbed config not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
-        line = exc.object[:exc.start].count(b"\n") + 1
-        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        raise UsageError(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    from netsurvey.config import load_toml_model
+
+    return load_toml_model(Path(path or DEFAULT_TESTBED_CONFIG), TestbedConfig, "testbed config")
