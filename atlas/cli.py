@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import sys
 from pathlib import Path
 from typing import List, Optional
 

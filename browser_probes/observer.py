@@ -20,7 +20,6 @@ import json
 import select
 import socket
 import struct
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Optional

@@ -13,6 +13,24 @@ from rich.table import Table
 SAMPLE_LIST = Path(__file__).resolve().parent.parent / "tests" / "data" / "sample_top.csv"
 
 
+def vantage_cli_json(state, *args: str, timeout: float = 120) -> dict:
+    """Run ``netsurvey [--dsn D] [--config C] ARGS`` inside the testbed's vantage namespace
+    and return the JSON object of its last output line; raise with the end of stderr if it
+    fails. Demo steps of scanners and probes use this to run their commands."""
+    import json
+    import subprocess
+    import sys
+
+    inner = [sys.executable, "-m", "netsurvey.cli", "--dsn", state.db.dsn]
+    if state.config_path:
+        inner += ["--config", str(Path(state.config_path).resolve())]
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *inner, *args],
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:2])} failed: {p.stderr.strip()[-300:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def _step_database(state, out: Console) -> str:
     from .targets import import_list
 

@@ -24,7 +24,6 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -170,7 +169,8 @@ def start_command(db: Database, argv: list[str], shards: int, *, app: procrastin
             "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
             " RETURNING id",
             (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
-    ctx = app.open() if own else None
+    if own:
+        app.open()
     try:
         task = app.tasks[TASK_NAME]
         for i in range(shards):

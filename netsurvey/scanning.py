@@ -17,7 +17,7 @@ import enum
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, ClassVar, Optional, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn

@@ -23,9 +23,9 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import mean
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Sequence
 
 
 @dataclass(frozen=True)

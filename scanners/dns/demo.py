@@ -2,26 +2,19 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from netsurvey.demo import vantage_cli_json
 
 STEP = "DNS TTLs and ECS scopes (scan dns-ttl, dns-ecs)"
 FIGURES = Path("out/figures")
 
 
 def _scan(state, *args: str) -> dict:
-    inner = [sys.executable, "-m", "netsurvey.cli", "--dsn", state.db.dsn]
-    if state.config_path:
-        inner += ["--config", str(Path(state.config_path).resolve())]
-    argv = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *inner, "scan", *args, "--json"]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=80)
-    if p.returncode != 0:
-        raise RuntimeError(f"scan {args[0]} failed: {p.stderr.strip()[-300:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return vantage_cli_json(state, "scan", *args, "--json", timeout=80)
+
 
 
 def run(state, out) -> str:

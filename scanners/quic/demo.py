@@ -2,23 +2,18 @@
 testbed, stored, with figures, compared with the testbed's ground truth."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from netsurvey.demo import vantage_cli_json
 
 STEP = "QUIC: discovery, tokens, tickets, turnover"
 
 
 def _scan(state, *args: str, timeout: float = 120) -> dict:
-    cmd = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli",
-           "--dsn", state.db.dsn, "scan", *args, "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"scan {args[0]} failed: {r.stderr.strip()[-300:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return vantage_cli_json(state, "scan", *args, "--json", timeout=timeout)
+
 
 
 def run(state, out) -> str:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from netsurvey.clictx import migrated_db, open_scan, state
+from netsurvey.clictx import migrated_db, open_scan
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanTarget
 from netsurvey.targets import select_targets

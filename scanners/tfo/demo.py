@@ -1,25 +1,18 @@
 """`netsurvey demo` step: the TFO scans on the testbed, stored, with their figures."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from netsurvey.demo import vantage_cli_json
 
 STEP = "TCP Fast Open: support, load balancing, cookie reuse"
 
 
 def _scan(state, *args: str) -> dict:
-    env = dict(os.environ)
-    dsn = state.db.dsn
-    cmd = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli",
-           "--dsn", dsn, "scan", *args, "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"scan {args[0]} failed: {r.stderr.strip()[-300:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return vantage_cli_json(state, "scan", *args, "--json")
+
 
 
 def run(state, out) -> str:

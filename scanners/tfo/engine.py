@@ -20,7 +20,6 @@ import ctypes.util
 import errno
 import ipaddress
 import multiprocessing as mp
-import os
 import select
 import socket
 import struct
@@ -28,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
-from .packets import FLAG_ACK, FLAG_RST, FLAG_SYN, SynTemplate, fold, syn_options, tcp_segment
+from .packets import FLAG_ACK, FLAG_RST, FLAG_SYN, SynTemplate, syn_options, tcp_segment
 
 M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 #: Source ports used by probes: outside Linux's ephemeral range (32768-60999), so replies

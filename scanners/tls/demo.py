@@ -1,26 +1,18 @@
 """`netsurvey demo` step: the TLS scanners on the testbed, results stored, figures written."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from netsurvey.demo import vantage_cli_json
 
 STEP = "TLS session resumption (scan tls, tls-lifetime, tls-shared)"
 
 
 def _scan(state, *args: str) -> dict:
-    env = dict(os.environ)
-    argv = [sys.executable, "-m", "netsurvey.cli"]
-    if state.db.dsn:
-        argv += ["--dsn", state.db.dsn]
-    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *argv, "scan", *args,
-                        "--json"], capture_output=True, text=True, timeout=120, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"scan {args[0]} failed: {p.stderr.strip()[-300:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return vantage_cli_json(state, "scan", *args, "--json")
+
 
 
 def run(state, out) -> str:

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import datetime as dt
 import ipaddress
-import os
 import subprocess
 import tempfile
 from pathlib import Path
