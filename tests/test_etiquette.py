@@ -81,3 +81,47 @@ def test_runner_never_hands_blocked_targets_to_scanner(db):
     assert counts == {"success": 2, "blocked": 2}
     assert {o.target.address: o.error for o in stored if o.status is ScanStatus.BLOCKED} == {
         "8.8.8.8": "not-allowed", "127.0.0.1": "not-allowed"}
+
+
+@pytest.mark.parametrize("concurrency", [1, 8, 64, 512])
+def test_rate_limit_holds_under_any_concurrency(db, concurrency):
+    """Whatever the number of probes in flight, the runner never exceeds the global rate
+    (plus its one-second burst) nor the per-destination rate."""
+    from netsurvey.config import SurveyConfig
+    from netsurvey.runs import start_run
+    from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+
+    sent: list[tuple[float, str]] = []
+
+    class Stamp(Scanner):
+        name = "stamp"
+
+        async def scan(self, target):
+            sent.append((time.monotonic(), target.address))
+            await asyncio.sleep(0.01)
+            return ScanOutcome(target, ScanStatus.SUCCESS)
+
+    rate, per_dest = 400.0, 50.0
+    cfg = SurveyConfig()
+    ctx = ScanContext(db=db, run=start_run(db, "stamp", {}), config=cfg,
+                      policy=TargetPolicy.from_config(cfg.etiquette), limiter=RateLimiter(rate, per_dest))
+    s = Stamp()
+    s.init(None, ctx)
+    targets = [ScanTarget(None, f"198.18.10.{i % 20 + 1}", 443) for i in range(1200)]
+    asyncio.run(run_scan(s, targets, lambda o: None, concurrency=concurrency, show_progress=False))
+    times = sorted(t for t, _ in sent)
+    assert len(times) == 1200
+    # any window of w seconds holds at most rate * w + burst probes
+    for w in (0.5, 1.0, 2.0):
+        j = 0
+        for i, t in enumerate(times):
+            while times[j] < t - w:
+                j += 1
+            assert i - j + 1 <= rate * w + rate + 1, (w, i - j + 1)
+    by_dest: dict[str, list[float]] = {}
+    for t, a in sent:
+        by_dest.setdefault(a, []).append(t)
+    for a, ts in by_dest.items():
+        ts.sort()
+        # 60 probes per address at 50/s: the last goes out >= 59/50 s after the first
+        assert ts[-1] - ts[0] >= (len(ts) - 1) / per_dest - 0.05, a
