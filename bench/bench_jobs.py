@@ -8,7 +8,7 @@
    with one worker, (c) as 4 shards with two workers; wall seconds and ratios.
 
 Usage: python bench/bench_jobs.py [--tasks 2000] [--targets 10000]
-       [--scan "scan tls --list {list}"]
+       [--scan "scan tls --list {list} --no-verify --tls 1.2" --zone tlsbench.example.test]
 """
 from __future__ import annotations
 
@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--targets", type=int, default=10000)
     ap.add_argument("--scan", default="scan dns-ttl --list {list}")
+    ap.add_argument("--zone", default="bench.example.test",
+                    help="names are h<i>.<zone>; tlsbench.example.test is served by nginx (TLS scans)")
     a = ap.parse_args()
     subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "up"], cwd=REPO, check=True,
                    capture_output=True)
@@ -96,7 +98,7 @@ def main() -> None:
     db.migrate()
     rate = bench_trivial(db, a.tasks)
     lst = tmp / "list.csv"
-    lst.write_text("".join(f"{i},h{i}.bench.example.test\n" for i in range(1, a.targets + 1)))
+    lst.write_text("".join(f"{i},h{i}.{a.zone}\n" for i in range(1, a.targets + 1)))
     cli(db, "targets", "import", str(lst), "--list", "bench", inside=False)
     scan = shlex.split(a.scan.format(list="bench"))
     inline = timed_scan(db, scan, None, 0)
