@@ -43,6 +43,13 @@ def _embedded_server(data_dir: Path):
 
     # pgserver waits at most 10 s for `pg_ctl -w start`; on a loaded machine that can
     # expire although the server comes up. Asking again finds the running server.
+    from pgserver.utils import PostmasterInfo
+
+    # pgserver caches one handle per data directory and process; if that server has
+    # stopped since (db down, a restart), forget the handle so the server is started again.
+    info = PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
+    if info is None or not info.is_running():
+        pgserver.PostgresServer._instances.pop(data_dir, None)
     for attempt in range(4):
         try:
             return pgserver.get_server(data_dir, cleanup_mode=None)

@@ -122,16 +122,16 @@ class Scanner(ABC):
 
 
 def _print_plan(scanner: Scanner, allowed: Sequence[ScanTarget], blocked: int, concurrency: int) -> None:
-    """--dry-run: what would be probed, and at what rate (nothing is sent)."""
+    """--dry-run: what would be probed, and at what rate (nothing is sent). Plain lines on
+    stdout, never wrapped, so programs can read them."""
     lim = scanner.ctx.limiter
-    c = Console()
-    c.print(f"dry run of '{scanner.name}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
-            f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address, "
-            f"{concurrency} in flight; estimated >= {len(allowed) / lim.rate:.1f} s")
+    print(f"dry run of '{scanner.name}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
+          f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address, "
+          f"{concurrency} in flight; estimated >= {len(allowed) / lim.rate:.1f} s")
     for t in allowed[:20]:
-        c.print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
+        print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
     if len(allowed) > 20:
-        c.print(f"  ... and {len(allowed) - 20} more")
+        print(f"  ... and {len(allowed) - 20} more")
 
 
 async def run_scan(
