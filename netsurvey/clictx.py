@@ -54,7 +54,15 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     db = migrated_db()
     cfg = state.config
     policy = TargetPolicy.from_config(cfg.etiquette)
-    limiter = RateLimiter(rate_pps or cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps)
+    rate, per_dest = rate_pps or cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps
+    from . import shard
+
+    spec = shard.current()
+    if spec is not None:
+        # limits are per process: N shards may run at once on N workers, so each gets 1/N
+        # and the run as a whole never exceeds the configured rates
+        rate, per_dest = rate / spec.count, per_dest / spec.count
+    limiter = RateLimiter(rate, per_dest)
     if namespace is None and os.environ.get("NETSURVEY_IN_TESTBED"):
         namespace = "nstb-vantage"
     run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
