@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .engine import cdf
 from .figures import FigureContext, figure
-from .style import new_figure, step_cdf
 
 
 def _tracking_runs(ctx: FigureContext) -> tuple[int, ...]:
@@ -75,11 +74,5 @@ def plt_cdf(ctx: FigureContext) -> None:
     src = ("SELECT browser AS grp, page_load_time_ms AS value FROM browser_visit "
            "WHERE run_id = ANY(%s) AND status = 'complete'")
     cdfs = cdf(ctx.db, src, (list(runs),))
-    fig, ax = new_figure("page load time (95% of resources) [ms]", "share of visits")
-    rows = []
-    for c in cdfs:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})")
-        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
-    ax.legend()
-    ctx.write_csv(["browser", "page_load_time_ms", "cdf"], rows)
-    ctx.save(fig)
+    ctx.cdf_figure(cdfs, "page load time (95% of resources) [ms]", "share of visits",
+                   ["browser", "page_load_time_ms", "cdf"])

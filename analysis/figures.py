@@ -69,6 +69,26 @@ class FigureContext:
         self.written.append(p)
         return p
 
+    def cdf_figure(self, curves, xlabel: str, ylabel: str, csv_header: Sequence[str], *,
+                   label: str = "{group} (n={n})", logx: bool = False, save: bool = True):
+        """The common CDF figure: one step CDF per group of ``curves`` (``engine.cdf``
+        results), labelled with ``label`` (fields ``group``, ``n``), and the CSV behind it,
+        one row (group, value, cumulative share) per grid point under ``csv_header``.
+        Saves the figure unless ``save`` is False; returns (fig, ax) for additions."""
+        from .style import new_figure, step_cdf
+
+        fig, ax = new_figure(xlabel, ylabel, logx=logx)
+        rows = []
+        for c in curves:
+            step_cdf(ax, list(c.values), list(c.probs), label=label.format(group=c.group, n=c.n))
+            rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
+        if curves:
+            ax.legend()
+        self.write_csv(csv_header, rows)
+        if save:
+            self.save(fig)
+        return fig, ax
+
     def run_ids(self, kind: str) -> tuple[int, ...]:
         """The selected runs, or the latest finished run of ``kind``. Raises UsageError if none.
         The ids are recorded in ``notes["runs"]`` for the report."""

@@ -78,14 +78,8 @@ def tls_lifetime_measured(ctx: FigureContext) -> None:
     runs = _runs(ctx, "tls-lifetime")
     cdfs = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
                        "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)", (runs,))
-    fig, ax = new_figure("measured maximum resumption lifetime [s]", "CDF of hosts")
-    rows = []
-    for c in cdfs:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})")
-        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
-    ax.legend()
-    ctx.write_csv(["group", "max_resumed_age_s", "cdf"], rows)
-    ctx.save(fig)
+    ctx.cdf_figure(cdfs, "measured maximum resumption lifetime [s]", "CDF of hosts",
+                   ["group", "max_resumed_age_s", "cdf"])
 
 
 @figure("tls-shared-groups", sources=["tls_shared_group_size_v"], thesis="Fig 4.9")
@@ -94,14 +88,8 @@ def tls_shared_groups(ctx: FigureContext) -> None:
     runs = _runs(ctx, "tls-shared")
     cdfs = cdf(ctx.db, "SELECT size AS value, kind AS grp FROM tls_shared_group_size_v WHERE run_id = ANY(%s)",
                (runs,))
-    fig, ax = new_figure("group size [hosts]", "CDF of groups")
-    rows = []
-    for c in cdfs:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n} groups)")
-        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
-    ax.legend()
-    ctx.write_csv(["kind", "size", "cdf"], rows)
-    ctx.save(fig)
+    ctx.cdf_figure(cdfs, "group size [hosts]", "CDF of groups", ["kind", "size", "cdf"],
+                   label="{group} (n={n} groups)")
 
 
 @figure("tls-shared-table", sources=["tls_shared_group_size_v"], thesis="Table 5.3")
@@ -124,11 +112,5 @@ def tls_key_rotation(ctx: FigureContext) -> None:
     """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound)."""
     cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM tls_key_name_span_v "
                        "GROUP BY hostname, version")
-    fig, ax = new_figure("longest observed use of one key_name [s]", "CDF of hosts")
-    rows = []
-    for c in cdfs:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"TLS {c.group} (n={c.n})")
-        rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
-    ax.legend()
-    ctx.write_csv(["version", "span_s", "cdf"], rows)
-    ctx.save(fig)
+    ctx.cdf_figure(cdfs, "longest observed use of one key_name [s]", "CDF of hosts", ["version", "span_s", "cdf"],
+                   label="TLS {group} (n={n})")
