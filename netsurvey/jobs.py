@@ -5,8 +5,9 @@ same database.
   ``scan_run`` with the command's argv and defers N ``scan_shard`` tasks.
 - ``netsurvey worker`` (any number, any machine with the same DSN) runs them: each task
   runs the scan command in a child process with ``NETSURVEY_SHARD=i/N`` and
-  ``NETSURVEY_RUN_ID`` set (see ``shard.py`` for what changes). The child dies with the
-  worker (PR_SET_PDEATHSIG); a worker killed with SIGKILL stops heart-beating, and the
+  ``NETSURVEY_RUN_ID`` set (see ``shard.py`` for what changes), forked from a
+  multiprocessing forkserver that imported the command line once (no Python start-up per
+  shard). The child dies with the worker (a pidfd watch); a worker killed with SIGKILL stops heart-beating, and the
   other workers retry its stalled jobs. Retries are idempotent: a shard commits its rows
   and its ``job_shard`` row in one transaction.
 - ``config/schedule.toml`` declares campaigns: cron entries become procrastinate periodic
@@ -102,12 +103,68 @@ def _pdeathsig() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+_shard_ctx = None
+
+
+def _shard_context():
+    """A multiprocessing 'forkserver' that has imported the whole command line once: each
+    shard is forked from it (a fresh, single-threaded process) instead of starting Python
+    and importing netsurvey again, ~0.5 s less per shard. Start-up is then a few ms."""
+    global _shard_ctx
+    if _shard_ctx is None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["netsurvey.cli"])
+        _shard_ctx = ctx
+    return _shard_ctx
+
+
+def _die_with(pid: int) -> None:
+    """Kill this process (SIGKILL) as soon as process ``pid`` exits: a thread waits on a
+    pidfd. (PR_SET_PDEATHSIG would watch the forkserver, which outlives a killed worker
+    while its children run.)"""
+    import select
+    import threading
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(137)
+
+    def watch() -> None:
+        select.select([fd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="die-with-worker", daemon=True).start()
+
+
+def _shard_main(argv: list[str], env: dict[str, str], worker_pid: int) -> None:
+    """In the forked shard process: the worker's environment plus the shard's, then the
+    command line as if run as ``netsurvey ARGV``. Dies with the worker (SIGKILL included)."""
+    os.environ.clear()
+    os.environ.update(env)
+    _die_with(worker_pid)
+    sys.argv = ["netsurvey", *argv]
+    from netsurvey.cli import main
+
+    main()
+
+
 def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, argv: list[str], attempt: int = 1) -> int:
+    """Run one shard of ``argv`` to completion; returns its exit code. Forked from the
+    forkserver unless ``NETSURVEY_SHARD_SUBPROCESS=1`` (then a fresh ``python -m
+    netsurvey.cli`` process, as a fallback)."""
     env = dict(os.environ, NETSURVEY_DSN=dsn, NETSURVEY_SHARD=f"{shard}/{shards}", NETSURVEY_RUN_ID=str(run_id),
                NETSURVEY_SHARD_ATTEMPT=str(attempt))
-    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *argv], env=env, preexec_fn=_pdeathsig,
-                       stdin=subprocess.DEVNULL)
-    return p.returncode
+    if os.environ.get("NETSURVEY_SHARD_SUBPROCESS") == "1":
+        p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *argv], env=env, preexec_fn=_pdeathsig,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode
+    proc = _shard_context().Process(target=_shard_main, args=(list(argv), env, os.getpid()), name=f"shard-{run_id}-{shard}")
+    proc.start()
+    proc.join()
+    return proc.exitcode if proc.exitcode is not None else 1
 
 
 def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrastinate.App:

@@ -98,6 +98,9 @@ def test_sigkill_mid_shard_is_retried_without_duplicates(db, tmp_path, testbed):
         b.wait(30)
     rows = probe_rows(db, run_id)
     assert len(rows) == 120 and all(n == 1 for _, n in rows)
+    with db.connect() as conn:   # the killed worker's shard processes died with it: retries committed
+        attempts = [a for (a,) in conn.execute("SELECT attempt FROM job_shard WHERE run_id = %s", (run_id,))]
+    assert len(attempts) == 2 and min(attempts) >= 2, attempts
 
 
 def test_cancel_stops_pending_shards(db, tmp_path, testbed):
