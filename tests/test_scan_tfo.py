@@ -100,6 +100,36 @@ def test_rst_silence_unreachable_and_blocklist(db, testbed, tmp_path):
         "on1.tfo.test": "success", "on2.tfo.test": "blocked"}
 
 
+def test_zmap_discovery_then_tfo(db, testbed, tmp_path):
+    """--zmap: Debian zmap finds the open port-443 addresses of a /24, only those are TFO-probed;
+    the blocklist reaches zmap (it sends nothing to blocked addresses)."""
+    gt = testbed.status()["ground_truth"]
+    names = gt["dns"]["names"]
+    net = ipaddress.ip_network("198.18.10.0/24")
+    truth = {}   # address -> TFO on, for every configured TFO host address in the /24
+    for h in gt["tfo_hosts"]:
+        for a in names[h["hostname"]].get("A", {}).get("values", []):
+            if ipaddress.ip_address(a) in net:
+                truth[a] = h["tfo"]
+    assert len(truth) >= 3
+    out = scan(db, "tfo", "--cidr", str(net), "--zmap", "--cooldown", "1")
+    assert out["counts"]["zmap-sent"] == 256 and out["counts"]["zmap-open"] == len(truth)
+    got = dict(rows(db, "SELECT host(address), cookie_len IS NOT NULL FROM tfo_probe WHERE run_id=%s", out["run_id"]))
+    assert got == truth
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nblock = ["198.18.10.0/25"]\n')
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
+                "scan", "tfo", "--cidr", str(net), "--zmap", "--cooldown", "1", "--json", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    upper = {a: v for a, v in truth.items() if ipaddress.ip_address(a) >= ipaddress.ip_address("198.18.10.128")}
+    assert out["counts"]["zmap-sent"] == 128 and out["counts"]["zmap-open"] == len(upper)
+    # a network the policy blocks entirely: one line, exit 2, nothing sent
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "tfo",
+                "--cidr", "10.0.0.0/30", "--zmap", dsn=db.dsn)
+    assert r.returncode == 2 and "blocked by the etiquette policy" in r.stderr
+
+
 SNIFFER = textwrap.dedent(r"""
     import socket, sys, time
     target = socket.inet_aton(sys.argv[1]); end = time.time() + float(sys.argv[2])

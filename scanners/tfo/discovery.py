@@ -1,0 +1,133 @@
+"""Optional port discovery with Debian's zmap before TFO probing (zmap cannot send TFO).
+
+``zmap_open_addresses`` runs ``zmap -p PORT`` (plain SYN scan, IPv4 only) over a network
+and returns the addresses that answered with a SYN-ACK; the TFO engine then probes only
+those. The etiquette policy travels with it: zmap scans only the given network
+and gets as its blocklist (``-b``) our blocked networks, reserved ranges included, plus
+the parts of the network outside our allowed ones; and the run's rate (``-r``). zmap's
+own /etc/zmap/blocklist.conf is not read. (No ``-w``: zmap would add the whole allowlist
+to the scan.)
+
+zmap picks the outgoing interface and next hop from the default route; a vantage without
+one (like the testbed's) gets them from ``ip route get`` for the network's first address
+and the next hop's MAC from the neighbour table (``ip neigh``).
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from netsurvey.errors import UsageError
+from netsurvey.etiquette import TargetPolicy
+
+
+@dataclass(frozen=True)
+class ZmapRoute:
+    """Where zmap sends from: ``interface`` name, ``source`` IPv4 address and the
+    ``gateway_mac`` (next hop's MAC, aa:bb:cc:dd:ee:ff)."""
+
+    interface: str
+    source: str
+    gateway_mac: str
+
+
+@dataclass(frozen=True)
+class ZmapDiscovery:
+    """Result of one discovery: ``open`` = addresses that sent a SYN-ACK (sorted),
+    ``sent`` = probes zmap sent, ``seconds`` = zmap's wall time (s), ``route`` used."""
+
+    open: tuple[str, ...]
+    sent: int
+    seconds: float
+    route: ZmapRoute
+
+
+def _ip_json(*args: str) -> list[dict]:
+    r = subprocess.run(["ip", "-j", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        return []
+    return json.loads(r.stdout or "[]")
+
+
+def route_to(network: ipaddress.IPv4Network) -> ZmapRoute:
+    """Interface, source address and next-hop MAC towards ``network`` (its first address).
+    Raises UsageError when the next hop's MAC is not in the neighbour table."""
+    first = str(next(network.hosts(), network.network_address))
+    routes = _ip_json("route", "get", first)
+    if not routes:
+        raise UsageError(f"--zmap: no route to {network}")
+    r = routes[0]
+    dev, src, hop = r.get("dev"), r.get("prefsrc"), r.get("gateway", first)
+    neigh = [n for n in _ip_json("neigh", "show", hop, "dev", dev) if n.get("lladdr")]
+    if not neigh or not dev or not src:
+        raise UsageError(f"--zmap: next hop {hop} on {dev} has no known MAC address "
+                         f"(contact it once, e.g. a TFO scan of one address, then retry)")
+    return ZmapRoute(dev, src, neigh[0]["lladdr"])
+
+
+def _write_networks(path: Path, nets) -> None:
+    path.write_text("".join(f"{n}\n" for n in nets if n.version == 4))
+
+
+def outside_allowed(net: ipaddress.IPv4Network, allow) -> list[ipaddress.IPv4Network]:
+    """The parts of ``net`` that no network of ``allow`` covers (to be blocklisted)."""
+    rest = [net]
+    for a in (a for a in allow if a.version == 4):
+        nxt = []
+        for r in rest:
+            if r.subnet_of(a):
+                continue
+            nxt += list(r.address_exclude(a)) if a.subnet_of(r) else [r]
+        rest = nxt
+    return rest
+
+
+def check_discoverable(network: str, policy: TargetPolicy) -> list[ipaddress.IPv4Network]:
+    """The networks zmap must not probe for ``network``; UsageError if that is all of it or
+    it is not IPv4 (checked before a run is recorded)."""
+    net = ipaddress.ip_network(network, strict=False)
+    if net.version != 4:
+        raise UsageError("--zmap: zmap discovers IPv4 networks only")
+    blocked = [*policy.block, *outside_allowed(net, policy.allow)]
+    if any(net.subnet_of(b) for b in blocked if b.version == 4):
+        raise UsageError(f"--zmap: every address of {net} is blocked by the etiquette policy")
+    return blocked
+
+
+def zmap_open_addresses(network: str, port: int, policy: TargetPolicy, *, rate: float,
+                        cooldown: float = 1.0, route: Optional[ZmapRoute] = None) -> ZmapDiscovery:
+    """SYN-scan ``network`` (IPv4) on ``port`` with zmap at ``rate`` packets/s (0 = zmap's
+    default, 10,000 pps), waiting ``cooldown`` seconds (rounded, at least 1) for late
+    replies; honour ``policy`` (allow/blocklists)."""
+    import time
+
+    net = ipaddress.ip_network(network, strict=False)
+    blocked = check_discoverable(network, policy)
+    zmap = shutil.which("zmap")
+    if zmap is None:
+        raise UsageError("--zmap: zmap is not installed (scripts/install.sh installs Debian's zmap)")
+    route = route or route_to(net)
+    with tempfile.TemporaryDirectory(prefix="netsurvey-zmap-") as d:
+        block, out, meta = (Path(d) / n for n in ("block", "out.csv", "meta.json"))
+        _write_networks(block, blocked)
+        argv = [zmap, "-q", "-p", str(port), "-r", str(int(rate) if rate > 0 else 10000),
+                "-c", str(max(1, round(cooldown))), "-i", route.interface, "-S", route.source,
+                "-G", route.gateway_mac, "-b", str(block), "-o", str(out),
+                "--metadata-file", str(meta), str(net)]
+        t0 = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True)
+        seconds = time.monotonic() - t0
+        if r.returncode != 0:
+            tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UsageError(f"--zmap: zmap failed: {tail}")
+        found = {ln.strip() for ln in out.read_text().splitlines() if ln.strip() and ln[0].isdigit()}
+        sent = json.loads(meta.read_text()).get("total_sent", 0)
+    # zmap honours the lists; check again so a zmap quirk can never widen what we probe
+    allowed = sorted((a for a in found if policy.allowed(a)), key=ipaddress.ip_address)
+    return ZmapDiscovery(tuple(allowed), int(sent), seconds, route)
