@@ -67,23 +67,54 @@ def bench_trivial(db, n: int) -> float:
     return n / asyncio.run(go())
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds used by the whole machine, by nginx processes) so far, from /proc."""
+    hz = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]          # minus idle and iowait
+    nginx = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        if "(nginx)" in st:
+            rest = st.rsplit(")", 1)[1].split()
+            nginx += int(rest[11]) + int(rest[12])      # utime + stime
+    return busy / hz, nginx / hz
+
+
+CPU: dict[str, tuple[float, float]] = {}
+
+
 def timed_scan(db, scan_argv: list[str], shards: int | None, workers: int) -> float:
     """Wall seconds from starting the scan (or queueing its shards, with ``workers``
-    long-running workers already waiting) until the run is finished."""
+    long-running workers already waiting) until the run is finished. Also records the CPU
+    seconds the machine and nginx used meanwhile in ``CPU``."""
     if shards is None:
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         cli(db, *scan_argv)
-        return time.perf_counter() - t0
+        el = time.perf_counter() - t0
+        c1 = cpu_seconds()
+        CPU["inline"] = (c1[0] - c0[0], c1[1] - c0[1])
+        return el
     ps = [cli(db, "worker", wait=False) for _ in range(workers)]
     time.sleep(3)  # workers started and listening (not part of the measured time)
     try:
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         out = cli(db, *scan_argv, "--shards", str(shards), inside=False).stdout
         run_id = int(out.split("queued run ")[1].split(":")[0])
         with psycopg.connect(db.dsn, autocommit=True) as c:
             while c.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()[0] != "finished":
                 time.sleep(0.05)
-        return time.perf_counter() - t0
+        el = time.perf_counter() - t0
+        c1 = cpu_seconds()
+        CPU[f"{shards}x{workers}"] = (c1[0] - c0[0], c1[1] - c0[1])
+        return el
     finally:
         for p in ps:
             p.terminate()
@@ -125,6 +156,12 @@ def main() -> None:
     print(f"  inline          {inline:7.2f} s   1.00x")
     print(f"  4 shards, 1 wkr {one:7.2f} s   {one / inline:.2f}x time (overhead {100 * (one / inline - 1):+.0f}%)")
     print(f"  4 shards, 2 wkr {two:7.2f} s   {two / inline:.2f}x time (speed-up {inline / two:.2f}x)")
+    ncpu = os.cpu_count() or 1
+    for k, (busy, ngx) in CPU.items():
+        print(f"  CPU during {k:7s}: machine {busy:6.1f} s (nginx {ngx:5.1f} s)")
+    busy = CPU["inline"][0]
+    print(f"  bound with {ncpu} cores: the inline run's CPU {busy:.1f} s / {ncpu} = {busy / ncpu:.1f} s wall, "
+          f"i.e. at most {inline / max(busy / ncpu, 1e-9):.2f}x faster than inline")
     stop_embedded(tmp / "pgdata")
 
 

@@ -104,16 +104,16 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.clictx import state
             from netsurvey.etiquette import TargetPolicy
 
-            from .discovery import check_discoverable
+            from netsurvey.zmap import check_discoverable
 
             check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
         ctx = open_scan("tfo", params)
         try:
             found = None
             if zmap:
-                from .discovery import zmap_open_addresses
+                from netsurvey.zmap import zmap_discover
 
-                found = zmap_open_addresses(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
+                found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
                 targets = [ScanTarget(None, a, port) for a in found.open]
             counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental), targets, failed,
                                   kernel_sample=kernel_sample, show_progress=not as_json)

@@ -1,12 +1,14 @@
-"""Optional port discovery with Debian's zmap before TFO probing (zmap cannot send TFO).
+"""Discovery with Debian's zmap (2.1.1) before a scanner probes: which addresses of a
+network answer on a port. Used by ``scan tfo --zmap`` (TCP SYN scan; zmap cannot send
+TFO) and ``scan quic-discover --zmap`` (UDP with the Version Negotiation probe as payload).
 
-``zmap_open_addresses`` runs ``zmap -p PORT`` (plain SYN scan, IPv4 only) over a network
-and returns the addresses that answered with a SYN-ACK; the TFO engine then probes only
-those. The etiquette policy travels with it: zmap scans only the given network
-and gets as its blocklist (``-b``) our blocked networks, reserved ranges included, plus
-the parts of the network outside our allowed ones; and the run's rate (``-r``). zmap's
-own /etc/zmap/blocklist.conf is not read. (No ``-w``: zmap would add the whole allowlist
-to the scan.)
+``zmap_discover`` runs zmap over one IPv4 network and returns the addresses that answered
+(SYN-ACK for ``tcp_synscan``, any UDP reply for ``udp``). The etiquette policy travels with
+it: zmap scans only the given network and gets as its blocklist (``-b``) our blocked
+networks, reserved ranges included, plus the parts of the network outside our allowed
+ones; and the run's rate (``-r``). zmap's own /etc/zmap/blocklist.conf is not read. (No
+``-w``: zmap would add the whole allowlist to the scan.) Answers are checked against the
+policy again.
 
 zmap picks the outgoing interface and next hop from the default route; a vantage without
 one (like the testbed's) gets them from ``ip route get`` for the network's first address
@@ -23,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from netsurvey.errors import UsageError
-from netsurvey.etiquette import TargetPolicy
+from .errors import UsageError
+from .etiquette import TargetPolicy
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def outside_allowed(net: ipaddress.IPv4Network, allow) -> list[ipaddress.IPv4Net
 
 def check_discoverable(network: str, policy: TargetPolicy) -> list[ipaddress.IPv4Network]:
     """The networks zmap must not probe for ``network``; UsageError if that is all of it or
-    it is not IPv4 (checked before a run is recorded)."""
+    it is not IPv4 (call it before a run is recorded, so bad input writes nothing)."""
     net = ipaddress.ip_network(network, strict=False)
     if net.version != 4:
         raise UsageError("--zmap: zmap discovers IPv4 networks only")
@@ -100,11 +102,12 @@ def check_discoverable(network: str, policy: TargetPolicy) -> list[ipaddress.IPv
     return blocked
 
 
-def zmap_open_addresses(network: str, port: int, policy: TargetPolicy, *, rate: float,
-                        cooldown: float = 1.0, route: Optional[ZmapRoute] = None) -> ZmapDiscovery:
-    """SYN-scan ``network`` (IPv4) on ``port`` with zmap at ``rate`` packets/s (0 = zmap's
+def zmap_discover(network: str, port: int, policy: TargetPolicy, *, rate: float, cooldown: float = 1.0,
+                  udp_payload: Optional[bytes] = None, route: Optional[ZmapRoute] = None) -> ZmapDiscovery:
+    """Scan ``network`` (IPv4) on ``port`` with zmap at ``rate`` packets/s (0 = zmap's
     default, 10,000 pps), waiting ``cooldown`` seconds (rounded, at least 1) for late
-    replies; honour ``policy`` (allow/blocklists)."""
+    replies; honour ``policy`` (allow/blocklists). TCP SYN scan, or with ``udp_payload``
+    zmap's udp module sending those bytes (answered = any UDP reply from the port)."""
     import time
 
     net = ipaddress.ip_network(network, strict=False)
@@ -114,9 +117,13 @@ def zmap_open_addresses(network: str, port: int, policy: TargetPolicy, *, rate: 
         raise UsageError("--zmap: zmap is not installed (scripts/install.sh installs Debian's zmap)")
     route = route or route_to(net)
     with tempfile.TemporaryDirectory(prefix="netsurvey-zmap-") as d:
-        block, out, meta = (Path(d) / n for n in ("block", "out.csv", "meta.json"))
+        block, out, meta, payload = (Path(d) / n for n in ("block", "out.csv", "meta.json", "payload"))
         _write_networks(block, blocked)
-        argv = [zmap, "-q", "-p", str(port), "-r", str(int(rate) if rate > 0 else 10000),
+        module = []
+        if udp_payload is not None:
+            payload.write_bytes(udp_payload)
+            module = ["-M", "udp", f"--probe-args=file:{payload}"]
+        argv = [zmap, "-q", *module, "-p", str(port), "-r", str(int(rate) if rate > 0 else 10000),
                 "-c", str(max(1, round(cooldown))), "-i", route.interface, "-S", route.source,
                 "-G", route.gateway_mac, "-b", str(block), "-o", str(out),
                 "--metadata-file", str(meta), str(net)]
