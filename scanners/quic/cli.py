@@ -91,6 +91,43 @@ def _targets(list_name: Optional[str], top: Optional[int], target: list[str], po
     return out
 
 
+def _network_targets(cidr: str, port: int, zmap: bool) -> list[ScanTarget]:
+    """Every address of ``cidr`` (at most a /16), without hostnames; with ``zmap`` only the
+    policy is checked here (the addresses come from zmap later)."""
+    import ipaddress
+
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError as exc:
+        raise UsageError(f"--cidr: {exc}") from None
+    if zmap:
+        from netsurvey.clictx import state
+        from netsurvey.etiquette import TargetPolicy
+        from netsurvey.zmap import check_discoverable
+
+        check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
+        return []
+    if net.num_addresses > 1 << 16:
+        raise UsageError("--cidr: at most a /16 without --zmap")
+    return [ScanTarget(None, str(a), port, None) for a in net]
+
+
+def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanTarget], dict]:
+    """zmap's udp module with the Version Negotiation probe as payload over ``cidr``: the
+    addresses that sent any UDP reply, and counts for the run (zmap-sent, zmap-answered)."""
+    from netsurvey.zmap import zmap_discover
+
+    from .vn import CID_LEN, build_probe
+
+    try:
+        found = zmap_discover(cidr, port, ctx.policy, rate=rate, udp_payload=build_probe(b"\x5a" * CID_LEN, b"\xa5" * CID_LEN))
+    except BaseException:
+        ctx.run.finish("failed")
+        raise
+    return [ScanTarget(None, a, port, None) for a in found.open], {"zmap-sent": found.sent,
+                                                                   "zmap-answered": len(found.open)}
+
+
 def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:
     ctx.run.finish("finished", counts)
     if as_json:
@@ -140,6 +177,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                       port: int = _PORT,
                       timeout: str = typer.Option("2s", "--timeout", help="Per probe (VN attempt, HTTPS request)."),
                       concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
+                      cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe the addresses of a network (VN probe only: no hostname)."),
+                      zmap: bool = typer.Option(False, "--zmap", help="With --cidr: Debian zmap's udp module sends the VN probe to the whole network first; only addresses that answered are probed."),
+                      rate: float = typer.Option(10000, "--rate", help="zmap packets per second (--zmap)."),
                       as_json: bool = _JSON) -> None:
         """Which hosts speak QUIC: Version Negotiation probe, Alt-Svc h3, HTTPS DNS record (Table 6.2)."""
         from .scanner import DiscoverOptions, QuicDiscoverScanner
@@ -148,14 +188,25 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout_s = parse_duration(timeout, "--timeout")
         if concurrency <= 0:
             raise UsageError("--concurrency must be positive")
-        targets = _targets(list_name, top, target, port)
+        if cidr is not None:
+            if list_name or target:
+                raise UsageError("give --cidr or --list/--target, not both")
+            targets = _network_targets(cidr, port, zmap)
+        elif zmap:
+            raise UsageError("--zmap needs --cidr")
+        else:
+            targets = _targets(list_name, top, target, port)
         ctx = open_scan("quic-discover", {"list": list_name, "top": top, "target": target, "port": port,
-                                          "timeout_s": timeout_s}, packages=("aioquic", "dnspython"))
+                                          "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
+                        packages=("aioquic", "dnspython"))
+        extra = {}
+        if zmap:
+            targets, extra = _zmap_responders(ctx, cidr, port, rate)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicDiscoverScanner()
         sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)
         counts = _run(sc, targets, store, store.write_discovery, concurrency, as_json)
-        _finish(ctx, counts, as_json)
+        _finish(ctx, {**counts, **extra}, as_json)
 
     @scan_app.command("quic")
     def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
