@@ -34,7 +34,10 @@ def _names(n: int, rnd: int) -> list[str]:
     return [f"r{rnd}n{i}.{ZONE}" for i in range(n)]  # fresh names per round: no caching anywhere
 
 
-def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None) -> dict:
+def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None, workers: int = 1000) -> dict:
+    """The engine plus ``classify`` (reply -> TtlProbe, as the TTL scanner does); no database
+    writes. ``workers`` coroutines each take the next name (like zdns's threads); the
+    per-server window inside the engine bounds the queries in flight."""
     from scanners.dns.engine import EngineOptions, QueryEngine
     from scanners.dns.ttl import classify
     from scanners.dns.wire import A, build_query
@@ -48,18 +51,18 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
         await eng.start()
         wires = [build_query(n, A) for n in names]  # prebuilt before the clock starts
         ok = 0
-        sem = asyncio.Semaphore(2000)  # bound coroutines; the per-server window bounds queries
+        todo = iter(zip(names, wires))
 
-        async def one(name, wire):
+        async def worker():
             nonlocal ok
-            async with sem:
+            for name, wire in todo:
                 ex = await eng.query(server, 53, wire)
                 p = classify("A", name, ex, ZONE)
                 if p.outcome == "answer" and p.answers == (EXPECTED,):
                     ok += 1
 
         c0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one(n, w) for n, w in zip(names, wires)))
+        await asyncio.gather(*(worker() for _ in range(workers)))
         t1, c1 = time.perf_counter(), time.process_time()
         eng.close()
         return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok, "stats": eng.stats}
@@ -127,7 +130,8 @@ def inner(args) -> dict:
             "answers_min": min(r["answers"] for r in rs), "lost_max": args.names - min(r["answers"] for r in rs),
         }
         if "stats" in rs[0]:
-            out["tools"][tool]["retransmits_median"] = statistics.median(r["stats"]["retransmits"] for r in rs)
+            for k in ("retransmits", "timeouts", "window_cuts", "window_peak"):
+                out["tools"][tool][k + "_median"] = statistics.median(r["stats"][k] for r in rs)
     out["maxrss_mib_netsurvey_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["maxrss_mib_zdns"] = max(r.get("maxrss_mib", 0) for r in rows["zdns"])
     z = out["tools"]["zdns"]["qps_median"]
@@ -169,11 +173,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(res, indent=1))
         return
-    print(f"{res['names']} A queries at {res['server']} (knot), {res['rounds']} alternating rounds, medians")
-    print(f"{'tool':22} {'queries/s':>10} {'CPU us/query':>13} {'lost':>6} {'retx':>6}  per round")
+    print(f"{res['names']} A queries at {res['server']} (knot), {res['rounds']} alternating rounds, medians; "
+          f"zdns --threads {args.zdns_threads}")
+    print(f"{'tool':22} {'queries/s':>10} {'CPU us/query':>13} {'lost':>6} {'retx':>6} {'cuts':>5} {'peak':>5}"
+          "  per round")
     for tool, r in res["tools"].items():
-        retx = r.get("retransmits_median", "-")
-        print(f"{tool:22} {r['qps_median']:10.0f} {r['cpu_us_per_query']:13.1f} {r['lost_max']:6d} {retx:>6}  {r['qps_all']}")
+        retx, cuts, peak = (r.get(k + "_median", "-") for k in ("retransmits", "window_cuts", "window_peak"))
+        print(f"{tool:22} {r['qps_median']:10.0f} {r['cpu_us_per_query']:13.1f} {r['lost_max']:6d} {retx:>6} {cuts:>5} "
+              f"{peak:>5}  {r['qps_all']}")
     print(f"ratio netsurvey / zdns: {res['ratio_netsurvey_vs_zdns']:.2f}x queries/s, "
           f"{res['cpu_ratio_zdns_vs_netsurvey']:.2f}x less CPU per query (load average {res['loadavg_1min']:.1f}); "
           f"max RSS netsurvey process {res['maxrss_mib_netsurvey_process']:.0f} MiB, zdns {res['maxrss_mib_zdns']:.0f} MiB")

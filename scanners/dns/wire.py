@@ -132,7 +132,13 @@ def with_id(query: bytes, qid: int) -> bytes:
 
 def _read_name(buf: bytes, pos: int) -> tuple[str, int]:
     """(name, offset after the name in the original position)."""
-    labels: list[str] = []
+    name, end, _ = _read_name_j(buf, pos)
+    return name, end
+
+
+def _read_name_j(buf: bytes, pos: int) -> tuple[str, int, int]:
+    """(name, offset after the name in the original position, pointers followed)."""
+    labels: list[bytes] = []
     end = -1
     jumps = 0
     n = len(buf)
@@ -164,9 +170,9 @@ def _read_name(buf: bytes, pos: int) -> tuple[str, int]:
         total += ln + 1
         if total > 255:
             raise MalformedReply("name longer than 255 octets")
-        labels.append(buf[pos:pos + ln].decode("latin-1").lower())
+        labels.append(buf[pos:pos + ln])
         pos += ln
-    return ".".join(labels), end
+    return b".".join(labels).decode("latin-1").lower(), end, jumps
 
 
 def _rdata_text(buf: bytes, rtype: int, start: int, length: int) -> str:
@@ -234,13 +240,15 @@ def _parse(buf: bytes) -> Reply:
     if not flags & FLAG_QR:
         raise MalformedReply("QR bit not set")
     pos = 12
+    n = len(buf)
     qname, qtype = "", 0
+    qptr = False  # the first question's name was read at offset 12 without pointers
     for i in range(qd):
-        name, pos = _read_name(buf, pos)
-        if pos + 4 > len(buf):
+        name, pos, jumps = _read_name_j(buf, pos)
+        if pos + 4 > n:
             raise MalformedReply("truncated question")
         if i == 0:
-            qname, qtype = name, struct.unpack_from("!H", buf, pos)[0]
+            qname, qtype, qptr = name, (buf[pos] << 8) | buf[pos + 1], jumps == 0
         pos += 4
     sections: list[list[RR]] = [[], [], []]
     rcode = flags & 0xF
@@ -249,12 +257,18 @@ def _parse(buf: bytes) -> Reply:
     for si, count in enumerate((an, ns, ar)):
         sec = sections[si]
         for _ in range(count):
-            name, pos = _read_name(buf, pos)
-            if pos + 10 > len(buf):
+            # fast paths: a pointer to the first question's name (offset 12), the root
+            if qptr and pos + 1 < n and buf[pos] == 0xC0 and buf[pos + 1] == 12:
+                name, pos = qname, pos + 2
+            elif pos < n and buf[pos] == 0:
+                name, pos = "", pos + 1
+            else:
+                name, pos, _ = _read_name_j(buf, pos)
+            if pos + 10 > n:
                 raise MalformedReply("truncated resource record header")
             rtype, rclass, ttl, rdlen = _RR.unpack_from(buf, pos)
             pos += 10
-            if pos + rdlen > len(buf):
+            if pos + rdlen > n:
                 raise MalformedReply("rdata runs past the end of the packet")
             if rtype == OPT:
                 edns = True
