@@ -2,13 +2,20 @@
 
 Run (as root, testbed up):  python3 bench/bench_quic.py [--n 600] [--inflight 50] [--rounds 3]
 
+By default it starts its own instance of ``testbed.quic_server`` from this working tree with
+www.example.test's configuration (certificate, policy) on port 4433 of the same address in the
+web namespace, logging to a temporary file, and stops it at the end: so server-side changes
+are measured, and neither other users' traffic to the testbed process nor that process's
+accumulated state is. ``--testbed-server`` measures the running testbed process (port 443).
+
 It re-executes itself in the vantage namespace and, in alternating rounds, measures:
 
 * ``scanner-full``: netsurvey's ``quic_connect`` (recording connection, transport
   parameters, certificate), handshake only, closed at once;
-* ``peer-full``: the bare client of the same library, ``aioquic.asyncio.connect`` (no QUIC
-  scanner exists here to compare with: zgrab2 has no QUIC module and Debian's curl no
-  HTTP/3), handshake only;
+* ``peer-full``: the bare client of the same library (``QuicConnection`` on aioquic's
+  asyncio protocol, aioquic's default key shares), handshake only, closed the same way (no
+  closing period); no QUIC scanner exists here to compare with (zgrab2 has no QUIC module
+  and Debian's curl no HTTP/3);
 * ``scanner-0rtt``: resumption with a session ticket and the GET sent as 0-RTT, until the
   response.
 
@@ -25,21 +32,46 @@ import os
 import resource
 import ssl
 import statistics
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-HOST, ADDRESS, PORT = "www.example.test", "198.18.2.10", 443
+HOST, ADDRESS, TESTBED_PORT, OWN_PORT = "www.example.test", "198.18.2.10", 443, 4433
+PORT = TESTBED_PORT  # set by --port in the inner process
+
+
+def _testbed_status() -> dict:
+    return json.loads(subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "status", "--json"],
+                                     capture_output=True, text=True, cwd=REPO, check=True).stdout)
 
 
 def _server_pid() -> int:
-    st = json.loads(subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "status", "--json"],
-                                   capture_output=True, text=True, cwd=REPO, check=True).stdout)
-    return next(p["pid"] for p in st["processes"] if p["name"] == f"quic-{HOST}")
+    return next(p["pid"] for p in _testbed_status()["processes"] if p["name"] == f"quic-{HOST}")
+
+
+def _start_own_server(tmp: Path) -> subprocess.Popen:
+    """testbed.quic_server from this tree with www.example.test's config on OWN_PORT."""
+    pid = _server_pid()
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    conf = json.loads(Path(argv[argv.index(b"--config") + 1].decode()).read_text())
+    conf.update(addresses=[ADDRESS], port=OWN_PORT, log=str(tmp / "server.log"))
+    (tmp / "server.json").write_text(json.dumps(conf))
+    ns = next(p["namespace"] for p in _testbed_status()["processes"] if p["pid"] == pid)
+    p = subprocess.Popen(["ip", "netns", "exec", f"nstb-{ns}", sys.executable, "-m", "testbed.quic_server",
+                          "--config", str(tmp / "server.json")], cwd=REPO)
+    log, deadline = tmp / "server.log", time.monotonic() + 10
+    while not (log.exists() and b'"started"' in log.read_bytes()):
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            raise SystemExit("bench_quic: own server did not start")
+        time.sleep(0.05)
+    return p
 
 
 def _proc_cpu(pid: int) -> float:
@@ -71,8 +103,9 @@ async def _many(n: int, inflight: int, one) -> int:
 
 
 def _modes():
-    from aioquic.asyncio import connect
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
     from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.connection import QuicConnection
 
     from scanners.quic.handshake import quic_connect
     from scanners.quic.records import ConnectOptions
@@ -86,9 +119,18 @@ def _modes():
 
     async def peer_full():
         cfg = QuicConfiguration(is_client=True, alpn_protocols=["h3"], server_name=HOST, verify_mode=ssl.CERT_NONE)
-        async with connect(ADDRESS, PORT, configuration=cfg) as p:
+        loop = asyncio.get_running_loop()
+        transport, p = await loop.create_datagram_endpoint(
+            lambda: QuicConnectionProtocol(QuicConnection(configuration=cfg)), remote_addr=(ADDRESS, PORT))
+        try:
+            p.connect((ADDRESS, PORT))
+            await asyncio.wait_for(p.wait_connected(), 5)
             p.close()
-        return True
+            return True
+        finally:
+            if p._timer is not None:
+                p._timer.cancel()
+            transport.close()
 
     tickets = []
 
@@ -106,8 +148,14 @@ def _modes():
 def inner(args) -> None:
     import logging
 
+    global PORT
+    PORT = args.port
+
     logging.getLogger("quic").setLevel(logging.CRITICAL)
+    from scanners.quic.handshake import settle_gc
+
     modes, prime = _modes()
+    settle_gc()  # as `netsurvey scan quic` does before its connections
     asyncio.run(prime())
     res: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(args.rounds):
@@ -135,16 +183,28 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=600, help="handshakes per mode and round")
     ap.add_argument("--inflight", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--testbed-server", action="store_true",
+                    help="measure the running testbed process (port 443) instead of an own instance")
     ap.add_argument("--server-pid", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=TESTBED_PORT, help=argparse.SUPPRESS)
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner:
         inner(args)
         return 0
-    pid = _server_pid()
-    return subprocess.call(["ip", "netns", "exec", "nstb-vantage", sys.executable, __file__, "--inner",
-                            "--server-pid", str(pid), "--n", str(args.n), "--inflight", str(args.inflight),
-                            "--rounds", str(args.rounds)], cwd=REPO)
+    with tempfile.TemporaryDirectory(prefix="bench_quic.") as tmp:
+        own = None if args.testbed_server else _start_own_server(Path(tmp))
+        try:
+            pid, port = (_server_pid(), TESTBED_PORT) if own is None else (own.pid, OWN_PORT)
+            print(f"server: {'testbed process' if own is None else 'own instance'} pid {pid}, "
+                  f"{ADDRESS}:{port}", file=sys.stderr)
+            return subprocess.call(["ip", "netns", "exec", "nstb-vantage", sys.executable, __file__, "--inner",
+                                    "--server-pid", str(pid), "--port", str(port), "--n", str(args.n),
+                                    "--inflight", str(args.inflight), "--rounds", str(args.rounds)], cwd=REPO)
+        finally:
+            if own is not None:
+                own.send_signal(signal.SIGTERM)
+                own.wait(10)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,9 @@ def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, 
     """Run the scan, store every outcome, close the writers; the run is marked failed
     (cancelled on Ctrl-C) if anything raises."""
     logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
+    from .handshake import settle_gc
+
+    settle_gc()  # many short aioquic connections: see its docstring
     try:
         counts = _run_inner(scanner, targets, store_fn, concurrency, as_json)
         store.close()
