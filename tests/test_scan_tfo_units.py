@@ -67,3 +67,52 @@ def test_parse_duration(text, secs):
 def test_parse_duration_rejects():
     with pytest.raises(UsageError):
         parse_duration("soon")
+
+
+def test_batched_probes_match_per_probe_fields_and_checksum():
+    import socket
+
+    import numpy as np
+
+    from scanners.tfo.engine import SLOT, _V4Ring, keyed_hash_np
+    seed, dsts, port = 0x1234_5678_9ABC_DEF0, ["198.19.0.1", "198.19.255.254", "198.18.10.3"], 443
+    d = np.array([int(ipaddress.ip_address(a)) for a in dsts], np.uint64)
+    assert keyed_hash_np(seed, d, np.full(3, port, np.uint64)).tolist() == [keyed_hash(seed, int(a), port) for a in d]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ring = _V4Ring(s, SynTemplate.ipv4("198.18.0.1", 0, syn_options()), 4)
+        idx = np.array([7, 70000, 3], np.uint64)
+        ring.fill(seed, idx, d, np.full(3, port, np.uint64))
+        pkts = bytes(ring.pkts)
+    n = len(SynTemplate.ipv4("198.18.0.1", 0, syn_options()).packet)
+    for k, (i, a) in enumerate(zip(idx.tolist(), dsts)):
+        pkt = pkts[k * SLOT:k * SLOT + n]
+        sport, seq = probe_fields(seed, i, a, port)
+        assert struct.unpack("!HHI", pkt[20:28]) == (sport, port, seq) and pkt[16:20] == ipaddress.ip_address(a).packed
+        pseudo = pkt[12:20] + struct.pack("!BBH", 0, 6, n - 20)
+        assert fold(_sum16(pseudo + pkt[20:])) == 0
+
+
+def test_reply_matching_and_policy_in_bulk():
+    import numpy as np
+
+    from netsurvey.etiquette import TargetPolicy
+    from scanners.tfo.engine import SLOT, _match_v4, _V4Policy
+    seed, n = 99, 1000
+    opts = bytes([2, 4, 5, 180, 34, 10]) + bytes(range(8)) + bytes([1, 1])
+    pkts = np.zeros((3, SLOT), np.uint8)
+    for row, (i, a, dl) in enumerate([(5, "198.19.0.9", 0), (5, "198.19.0.9", 0), (600, "198.19.1.1", 0)]):
+        sport, seq = probe_fields(seed, i, a, 443)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + len(opts), 0, 0, 64, 6, 0, ipaddress.ip_address(a).packed,
+                         ipaddress.ip_address("198.18.0.1").packed)
+        tcp = struct.pack("!HHIIBBHHH", 443, sport, 1, (seq + 1 + dl) & 0xFFFFFFFF, (20 + len(opts)) // 4 << 4,
+                          0x12, 29200, 0, 0)
+        pkt = ip + tcp + opts
+        pkts[row, :len(pkt)] = np.frombuffer(pkt, np.uint8)
+    pkts[2, 12:16] = [198, 19, 1, 2]            # reply from another address: hash does not match
+    seen = np.zeros(n, np.uint8)
+    rec = _match_v4(pkts, np.full(3, 40 + len(opts)), seed, n, (0,), seen)
+    assert rec["idx"].tolist() == [5] and rec["win"].tolist() == [29200]         # duplicate dropped
+    assert rec["opts"][0, :rec["optlen"][0]].tobytes() == opts and seen[5] == 1
+    pol = _V4Policy(TargetPolicy((ipaddress.ip_network("198.18.0.0/15"),), (ipaddress.ip_network("198.19.7.0/24"),)))
+    d = np.array([int(ipaddress.ip_address(a)) for a in ("198.19.7.1", "198.19.8.1", "10.0.0.1")], np.uint64)
+    assert pol.allowed(d).tolist() == [False, True, False]
