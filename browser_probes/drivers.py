@@ -166,6 +166,9 @@ def _start_firefox(opts: BrowserOptions, profile: Path):
     if opts.quic_origins:   # HTTP/3 from the first request: an Alt-Svc mapping for testing
         o.set_preference("network.http.http3.alt-svc-mapping-for-testing",
                          ",".join(f"{o_.split(':')[0]};h3=:{o_.split(':')[1]}" for o_ in opts.quic_origins))
+        # Firefox turns HTTP/3 off when a root not built into it is trusted (the testbed CA
+        # or Marionette's accept-insecure-certs override): the page then fails over TCP.
+        o.set_preference("network.http.http3.disable_when_third_party_roots_found", False)
     o.set_preference("app.update.enabled", False)
     o.set_preference("network.captive-portal-service.enabled", False)
     o.set_preference("network.connectivity-service.enabled", False)
@@ -175,4 +178,6 @@ def _start_firefox(opts: BrowserOptions, profile: Path):
     o.set_preference("toolkit.telemetry.enabled", False)
     if opts.bidi:
         o.enable_bidi = True
-    return webdriver.Firefox(service=Service(gd, log_output=os.devnull), options=o)
+    # QUIC experiments close idle connections from the chrome context (quic_tracking.py)
+    args = ["--allow-system-access"] if opts.quic_origins else []
+    return webdriver.Firefox(service=Service(gd, log_output=os.devnull, service_args=args), options=o)

@@ -7,7 +7,7 @@ its socket. :class:`SocketOwners` samples, every ``interval`` seconds, the socke
 ``/proc/PID/fd`` of every descendant of the WebDriver service process (chromedriver /
 geckodriver start the browser, so every browser process descends from it) and the
 namespace's ``/proc/net/{tcp,udp}`` tables, and remembers the local ports of sockets
-connected to the watched server addresses.
+connected to the watched server addresses (and of unconnected UDP sockets: Firefox's QUIC).
 
 A connection that opens and closes between two samples is missed; :func:`attribute` therefore
 also accepts connections whose ClientHello fingerprint (cipher suites + extension types,
@@ -95,8 +95,14 @@ def proc_net_sockets(proto: str) -> list[tuple[int, str, int]]:
     return out
 
 
+# Firefox's QUIC (neqo) socket is not connect()ed: /proc/net/udp shows no remote address.
+# A UDP port the browser holds and the QUIC server logs is the browser's all the same.
+_UNCONNECTED = {"0.0.0.0", "::"}
+
+
 class SocketOwners:
-    """Samples the browser's sockets in a thread; ``ports(proto)`` = local ports seen."""
+    """Samples the browser's sockets in a thread; ``ports(proto)`` = local ports seen (UDP:
+    also unconnected sockets, whose remote address the kernel does not know)."""
 
     def __init__(self, remote_addresses: set[str], interval: float = 0.02):
         self.remote = set(remote_addresses)
@@ -125,8 +131,9 @@ class SocketOwners:
             if pids:
                 inodes = _socket_inodes(pids)
                 for proto in ("tcp", "udp"):
+                    remote = (self.remote | _UNCONNECTED) if proto == "udp" else self.remote
                     hits = {port for port, raddr, ino in proc_net_sockets(proto)
-                            if ino in inodes and raddr in self.remote}
+                            if ino in inodes and raddr in remote}
                     if hits:
                         with self._lock:
                             self._seen[proto] |= hits

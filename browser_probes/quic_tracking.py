@@ -9,8 +9,11 @@ of the browser's own UDP sockets count (:mod:`~browser_probes.owner`).
 Chromium reaches the testbed over HTTP/3 only with ``--origin-to-force-quic-on`` and the
 server certificate's SPKI hash; between the contexts the QUIC session is closed through
 ``chrome://net-internals`` ("flush socket pools"), otherwise the revisit reuses it (aioquic's
-idle timeout is 60 s). Firefox: HTTP/3 enabled with an Alt-Svc test mapping; its idle QUIC
-connection cannot be closed from outside (recorded as n/a when no new handshake is seen).
+idle timeout is 60 s). Firefox: HTTP/3 enabled with an Alt-Svc test mapping and
+``network.http.http3.disable_when_third_party_roots_found`` off (the certificate is accepted
+through WebDriver's acceptInsecureCerts); its idle QUIC connection is closed from the chrome
+context (observer topic ``net:prune-all-connections``, geckodriver ``--allow-system-access``).
+Firefox's QUIC socket is not connected; it is attributed by its local UDP port all the same.
 
 Mechanisms: ``quic-token`` (presented = the exact token bytes issued in context 1;
 lifetime = token_max_age, which the server never tells the client) and ``quic-psk``
@@ -61,11 +64,15 @@ def quic_experiments(truth: dict, state_dir: Path = QUIC_STATE) -> dict[str, Qui
 
 
 def _flush_connections(b) -> None:
-    """Close the browser's open connections (Chromium: net-internals 'flush socket pools')."""
+    """Close the browser's open connections (Chromium: net-internals 'flush socket pools';
+    Firefox: the observer topic the network stack closes idle connections on)."""
     if b.name == "chromium":
         b.driver.get("chrome://net-internals/#sockets")
         b.driver.execute_script("var e = document.getElementById('sockets-view-flush-button'); if (e) e.click();")
-        time.sleep(0.2)
+    else:
+        with b.driver.context(b.driver.CONTEXT_CHROME):
+            b.driver.execute_script('Services.obs.notifyObservers(null, "net:prune-all-connections");')
+    time.sleep(0.2)
 
 
 def judge_quic(exp: str, probe: QuicProbe, wait_s: float, first: list[dict], second: list[dict]) -> list[Verdict]:
@@ -118,7 +125,7 @@ def run_quic_experiment(exp: str, probe: QuicProbe, browser: str, wait_s: float,
         off0 = log.stat().st_size
         try:
             b.driver.get(f"https://{probe.host}/")
-        except Exception as exc:    # e.g. Firefox falls back to TCP, where nothing listens
+        except Exception as exc:    # e.g. no HTTP/3: the fallback to TCP finds nothing listening
             msg = str(exc).splitlines()[0][:160]
             return [Verdict(exp, m, wait_s, lt, None, None, "n/a", f"no HTTP/3 page load: {msg}")
                     for m, lt in (("quic-token", probe.token_max_age_s), ("quic-psk", probe.ticket_lifetime_s))], version

@@ -1,6 +1,6 @@
 """Tracking probes, part 2: Firefox ESR (TLS experiments), Chromium's context experiments
-(third party, restart, private), HTTP/3 (QUIC token / PSK from the QUIC server's log) and
-TCP Fast Open across applications. Every verdict is checked against the testbed's configured
+(third party, restart, private), HTTP/3 for both browsers (QUIC token / PSK from the QUIC
+server's log) and TCP Fast Open across applications. Every verdict is checked against the testbed's configured
 lifetimes and against the server-side records stored with it."""
 from __future__ import annotations
 
@@ -80,6 +80,51 @@ def test_firefox_tls_tracking_experiments(db, testbed):
         apps = {a for (a,) in conn.execute("SELECT DISTINCT client_app FROM browser_track_connection WHERE run_id=%s",
                                            (run_id,))}
         assert apps == {"firefox"}
+
+
+def _quic_presented(db, run_id, experiment):
+    """Recompute quic-token / quic-psk "presented" from the stored server-side rows: a
+    revisit handshake carried the exact token (ticket) issued on a first-context handshake."""
+    with db.connect() as conn:
+        return conn.execute(
+            """SELECT coalesce(bool_or(s.quic_token = f.issued_token), false),
+                      coalesce(bool_or(s.tls13_psk_identity = f.issued_ticket), false)
+               FROM browser_track_connection s JOIN browser_track_connection f
+               ON f.run_id = s.run_id AND f.experiment = s.experiment AND f.step = 'first' AND s.step = 'second'
+               WHERE s.run_id = %s AND s.experiment = %s AND s.transport = 'quic' AND f.transport = 'quic'""",
+            (run_id, experiment)).fetchone()
+
+
+@pytest.mark.skipif(not (os.path.exists("/usr/lib/firefox-esr/firefox-esr") and geckodriver_path()),
+                    reason="firefox-esr / geckodriver not installed")
+def test_firefox_quic_tracking(db, testbed):
+    truth = testbed.status()["ground_truth"]
+    run_id, v = _track(db, "firefox", "quic-lifetime", "quic-hint")
+    q, h = _quic(truth, "quic.track.test"), _quic(truth, "qhint.track.test")
+    assert q["ticket_lifetime"] > WAIT and q["token_max_age"] > WAIT
+    assert h["ticket_lifetime"] < WAIT and h["token_max_age"] < WAIT
+    # 600 s host: Firefox presents token and ticket, the server accepts both
+    for m in ("quic-token", "quic-psk"):
+        assert v[("quic-lifetime", m)]["verdict"] == "viable", v[("quic-lifetime", m)]["detail"]
+        assert v[("quic-lifetime", m)]["accepted"] is True
+    # 4 s host: Firefox honours the announced ticket lifetime (no PSK). Firefox 153 measured
+    # here: it still presents the NEW_TOKEN token, which the server rejects (older than 4 s).
+    assert v[("quic-hint", "quic-psk")]["verdict"] == "blocked"
+    assert v[("quic-hint", "quic-token")]["verdict"] == "viable"
+    assert v[("quic-hint", "quic-token")]["accepted"] is False
+    # every verdict is what the QUIC server logged
+    for exp in ("quic-lifetime", "quic-hint"):
+        tok, psk = _quic_presented(db, run_id, exp)
+        assert (tok, psk) == (v[(exp, "quic-token")]["presented"], v[(exp, "quic-psk")]["presented"]), exp
+    with db.connect() as conn:
+        rows = conn.execute("SELECT step, quic_token_status, quic_ticket_status, quic_session_resumed, client_app "
+                            "FROM browser_track_connection WHERE run_id=%s AND experiment='quic-lifetime'",
+                            (run_id,)).fetchall()
+        assert {r[0] for r in rows} == {"first", "second"} and {r[4] for r in rows} == {"firefox"}
+        assert any(r[1] == "valid" and r[2] == "valid" and r[3] for r in rows if r[0] == "second")
+        st = conn.execute("SELECT quic_token_status FROM browser_track_connection WHERE run_id=%s AND "
+                          "experiment='quic-hint' AND step='second' AND quic_token IS NOT NULL", (run_id,)).fetchall()
+        assert st and all(x == "expired" for (x,) in st)
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromedriver"), reason="chromium-driver not installed")
