@@ -130,6 +130,23 @@ def test_zmap_discovery_then_tfo(db, testbed, tmp_path):
     assert r.returncode == 2 and "blocked by the etiquette policy" in r.stderr
 
 
+
+def test_parallel_senders_recover_every_cookie(db, testbed):
+    """--senders 2 (two forked, CPU-pinned sending processes) over a /20 of the scale
+    namespace: one row per address, every address answers with a cookie, and the cookies are
+    exactly the ones a single sender gets (same server key, same client address)."""
+    one = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "0", "--cooldown", "1")
+    two = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "0", "--cooldown", "1", "--senders", "2")
+    got = {}
+    for out in (one, two):
+        r = rows(db, "SELECT host(address), cookie FROM tfo_probe WHERE run_id=%s", out["run_id"])
+        assert len(r) == 4096 and len({a for a, _ in r}) == 4096
+        assert all(c is not None and len(c) == 8 for _, c in r)
+        got[out["run_id"]] = {a: bytes(c) for a, c in r}
+    assert got[one["run_id"]] == got[two["run_id"]]
+    assert rows(db, "SELECT parameters->>'senders' FROM scan_run WHERE id=%s", two["run_id"]) == [("2",)]
+
+
 SNIFFER = textwrap.dedent(r"""
     import socket, sys, time
     target = socket.inet_aton(sys.argv[1]); end = time.time() + float(sys.argv[2])
@@ -219,7 +236,8 @@ def test_cookie_reuse_across_addresses(db, testbed, tmp_path):
 
 def test_usage_errors(db):
     for args in (["tfo", "--list", "nope"], ["tfo", "--cidr", "x"], ["tfo", "--cidr", "198.18.10.1/32", "--port", "0"],
-                 ["tfo-lb", "--list", "x", "--interval", "soon"], ["tfo", "--list", "a", "--cidr", "198.18.10.1/32"]):
+                 ["tfo-lb", "--list", "x", "--interval", "soon"], ["tfo", "--list", "a", "--cidr", "198.18.10.1/32"],
+                 ["tfo", "--cidr", "198.18.10.1/32", "--senders", "0"]):
         r = run_cli("scan", *args, dsn=db.dsn)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
     assert rows(db, "SELECT count(*) FROM scan_run") == [(0,)]

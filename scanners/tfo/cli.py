@@ -69,6 +69,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         kernel_sample: int = typer.Option(0, "--kernel-check", help="Cross-check N TFO targets with the kernel's TFO client."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server instead of the system resolver."),
         zmap: bool = typer.Option(False, "--zmap", help="With --cidr: find addresses with the port open with Debian's zmap first, then TFO-probe only those."),
+        senders: int = typer.Option(1, "--senders", help="Sending processes, one per CPU (--rate is split between them)."),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
@@ -80,6 +81,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("give exactly one of --list NAME or --cidr NETWORK")
         if kernel_sample < 0:
             raise UsageError("--kernel-check must be >= 0")
+        if not 1 <= senders <= 64:
+            raise UsageError("--senders must be between 1 and 64")
         ns = _nameservers(nameserver)
         if cidr is not None:
             try:
@@ -98,7 +101,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             targets, failed = resolve_targets(chosen, port, all_addresses, ns)
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         params = dict(list=list_name, top=top, cidr=cidr, port=port, rate=rate, all_addresses=all_addresses,
-                      experimental=experimental, cooldown=cooldown, seed=seed, kernel_check=kernel_sample)
+                      experimental=experimental, cooldown=cooldown, seed=seed, kernel_check=kernel_sample,
+                      senders=senders)
         params["zmap"] = zmap
         if zmap:   # bad input fails before a run is recorded
             from netsurvey.clictx import state
@@ -115,7 +119,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
                 found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
                 targets = [ScanTarget(None, a, port) for a in found.open]
-            counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental), targets, failed,
+            counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
                                   kernel_sample=kernel_sample, show_progress=not as_json)
             if found is not None:   # what zmap did, kept with the run's counts
                 counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open)})

@@ -27,6 +27,7 @@ import ctypes.util
 import errno
 import ipaddress
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import select
 import socket
@@ -94,7 +95,10 @@ class EngineOptions:
     run); ``batch``: probes per ``sendmmsg`` call (0 = 1024 unpaced, else about 1 ms of
     ``rate``); ``experimental``: request cookies with option 254/0xF989 instead of option
     34; ``data``: payload of cookie-carrying SYNs; ``policy``: if set, targets it refuses
-    are never sent and come back with the error 'blocked by policy'."""
+    are never sent and come back with the error 'blocked by policy'; ``senders``: sending
+    processes (each pinned to its own CPU, sending every ``senders``-th batch at
+    ``rate / senders``; on a veth the kernel's handling of each probe runs on the sending CPU,
+    so one sender is bound by one CPU's softirq work)."""
 
     rate: float = 0.0
     cooldown: float = 1.0
@@ -103,6 +107,7 @@ class EngineOptions:
     experimental: bool = False
     data: bytes = b""
     policy: Optional["TargetPolicy"] = None
+    senders: int = 1
 
 
 def keyed_hash(seed: int, addr: int, port: int) -> int:
@@ -415,6 +420,9 @@ def _receiver_main(conn, socks, seed: int, n: int, data_len: int, stop) -> None:
                     rec = _match_v4(ring.pkts[:k], ring.lens[:k].astype(np.intp), seed, n, data_lens, seen)
                     out.append(rec)
                     pending += len(rec)
+                    if pending >= 4096:     # a busy socket never drains: hand over as we go
+                        conn.send_bytes(np.concatenate(out).tobytes())
+                        out, pending, last = [], 0, time.monotonic()
                 if k < ring.n:
                     break
         if v6 in ready:
@@ -434,6 +442,26 @@ def _receiver_main(conn, socks, seed: int, n: int, data_len: int, stop) -> None:
     if pending:
         conn.send_bytes(np.concatenate(out).tobytes())
     conn.send_bytes(b"")
+    conn.close()
+
+
+def _sender_main(engine: "RawEngine", targets, seed: int, conn, part: int, parts: int, batch: int,
+                 rate: float) -> None:
+    """A forked sender: send its share of the batches on its own CPU, then report
+    (probes sent, indices refused by the policy, {index: send error}) to the parent."""
+    _libc.prctl(1, 9)       # PR_SET_PDEATHSIG = SIGKILL: never outlive the scan
+    if os.getppid() == 1:
+        os._exit(1)
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[part % len(cpus)]})
+    except OSError:
+        pass
+    answered = bytearray(len(targets))
+    errors: dict[int, str] = {}
+    for _ in engine._send_part(targets, seed, None, answered, errors, part, parts, batch, rate):
+        pass
+    conn.send((engine.sent, np.flatnonzero(np.frombuffer(answered, np.uint8) == 2).tolist(), errors))
     conn.close()
 
 
@@ -564,11 +592,59 @@ class RawEngine:
         return np.array(idx, np.uint64), np.array(dst, np.uint64), np.array(port, np.uint64), slow
 
     def _send_all(self, targets, seed, conn, answered, errors):
+        """Send every probe (in this process, or in ``senders`` forked processes), moving
+        replies from the receiver to the caller meanwhile."""
         opt = self.opt
         n = len(targets)
-        rate = opt.rate
+        senders = max(1, min(opt.senders, os.cpu_count() or 1))
+        rate = opt.rate / senders
         batch = opt.batch or (1024 if rate <= 0 else int(min(1024, max(16, rate / 1000))))
         batch = min(batch, 1024)
+        if senders == 1 or n < senders * batch:     # each sender gets at least one batch
+            yield from self._send_part(targets, seed, conn, answered, errors, 0, 1, batch, opt.rate)
+            return
+        ctx = mp.get_context("fork")
+        start = time.monotonic()
+        procs, conns = [], []
+        try:
+            for part in range(senders):
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_sender_main, args=(self, targets, seed, w, part, senders, batch, rate),
+                                daemon=True)
+                p.start()
+                w.close()
+                procs.append(p)
+                conns.append(r)
+            waiting, sent = set(conns), 0
+            while waiting:
+                for c in mp.connection.wait(list(waiting), timeout=0.02):
+                    waiting.discard(c)
+                    try:
+                        part_sent, refused, errs = c.recv()
+                    except EOFError:
+                        raise RuntimeError("a sender process died") from None
+                    sent += part_sent
+                    for i in refused:
+                        answered[i] = 2
+                    errors.update(errs)
+                self._pull(conn)     # the caller gets replies after the sending (CPU for the senders)
+                if self._npending >= MAX_PENDING:
+                    yield from self._flush(targets, answered)
+            self.sent = sent
+        finally:
+            self.send_seconds = time.monotonic() - start
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                p.join(timeout=1)
+            for c in conns:
+                c.close()
+
+    def _send_part(self, targets, seed, conn, answered, errors, part: int, parts: int, batch: int, rate: float):
+        """Send batches ``part``, ``part + parts``, ... of ``batch`` targets at ``rate`` [probes/s]
+        (0 = unpaced). ``conn`` None: a forked sender, which hands no replies over."""
+        opt = self.opt
+        n = len(targets)
         s4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
         s6 = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_TCP)
         s6.setsockopt(socket.IPPROTO_IPV6, IPV6_CHECKSUM, 16)
@@ -587,7 +663,7 @@ class RawEngine:
         start = time.monotonic()
         sent = 0
         try:
-            for i0 in range(0, n, batch):
+            for i0 in range(part * batch, n, parts * batch):
                 idx, dst, dport, slow = self._v4_batch(targets, i0, min(n, i0 + batch))
                 if policy is not None and len(idx):
                     ok = policy.allowed(dst)
@@ -616,15 +692,17 @@ class RawEngine:
                     sent += b.fill
                     for i, err in b.flush():
                         errors[i] = err
-                self._pull(conn)
+                if conn is not None:
+                    self._pull(conn)
                 if rate > 0:
                     ahead = start + sent / rate - time.monotonic()
                     if ahead > 0:
-                        yield from self._flush(targets, answered)   # idle time: hand replies over
+                        if conn is not None:
+                            yield from self._flush(targets, answered)   # idle time: hand replies over
                         ahead = start + sent / rate - time.monotonic()
                         if ahead > 0:
                             time.sleep(ahead)
-                if self._npending >= MAX_PENDING:
+                if conn is not None and self._npending >= MAX_PENDING:
                     yield from self._flush(targets, answered)
         finally:
             self.sent = sent

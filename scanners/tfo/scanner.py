@@ -15,12 +15,14 @@ from .packets import parse_options
 class TfoOptions:
     """Options of a TFO scan. ``rate``: probes per second (0 = unlimited); ``cooldown``:
     seconds to wait for replies after the last probe; ``seed``: the run's 64-bit matching
-    key; ``experimental``: request with option 254/0xF989 instead of 34."""
+    key; ``experimental``: request with option 254/0xF989 instead of 34; ``senders``:
+    sending processes, one per CPU (``rate`` is split between them)."""
 
     rate: float = 10000.0
     cooldown: float = 1.0
     seed: int = 0
     experimental: bool = False
+    senders: int = 1
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class TfoScanner(Scanner):
     async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         opt: TfoOptions = self.options
         engine = RawEngine(EngineOptions(rate=opt.rate, cooldown=opt.cooldown, seed=opt.seed,
-                                         experimental=opt.experimental))
+                                         experimental=opt.experimental, senders=opt.senders))
         raw = [RawTarget(t.address, t.port) for t in targets]
         self.engine = engine
         for i, reply, err in engine.probe(raw):
