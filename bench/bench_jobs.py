@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,10 +90,26 @@ def cpu_seconds() -> tuple[float, float]:
 CPU: dict[str, tuple[float, float]] = {}
 
 
+def wait_time_wait_drained(limit: int = 100, timeout: float = 90.0) -> None:
+    """Wait until the vantage namespace holds fewer than ``limit`` TIME_WAIT sockets: a scan
+    of 10,000 names (one testbed address) leaves 10,000 of them for 60 s, and the next
+    run's connect() then spends its time searching the ephemeral range for a free port
+    (this made whichever run came second ~1.8x slower)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = subprocess.run(["ip", "netns", "exec", "nstb-vantage", "ss", "-Htan", "state", "time-wait"],
+                             capture_output=True, text=True).stdout
+        if out.count("\n") < limit:
+            return
+        time.sleep(1.0)
+
+
 def timed_scan(db, scan_argv: list[str], shards: int | None, workers: int) -> float:
     """Wall seconds from starting the scan (or queueing its shards, with ``workers``
     long-running workers already waiting) until the run is finished. Also records the CPU
-    seconds the machine and nginx used meanwhile in ``CPU``."""
+    seconds the machine and nginx used meanwhile in ``CPU``. Every run starts with the
+    vantage's TIME_WAIT sockets of the previous run gone."""
+    wait_time_wait_drained()
     if shards is None:
         c0 = cpu_seconds()
         t0 = time.perf_counter()
@@ -125,6 +142,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--targets", type=int, default=10000)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scan", default="scan dns-ttl --list {list}")
     ap.add_argument("--zone", default="bench.example.test",
                     help="names are h<i>.<zone>; tlsbench.example.test is served by nginx (TLS scans)")
@@ -148,18 +166,34 @@ def main() -> None:
     lst.write_text("".join(f"{i},h{i}.{a.zone}\n" for i in range(1, a.targets + 1)))
     cli(db, "targets", "import", str(lst), "--list", "bench", inside=False)
     scan = shlex.split(a.scan.format(list="bench"))
-    inline = timed_scan(db, scan, None, 0)
-    one = timed_scan(db, scan, 4, 1)
-    two = timed_scan(db, scan, 4, 2)
+    # alternating rounds: this machine's speed drifts by tens of percent over minutes, so each
+    # round's ratio compares runs made back to back; medians over rounds
+    rounds = {"inline": [], "4x1": [], "4x2": []}
+    cpu: dict[str, list] = {k: [] for k in rounds}
+    for r in range(a.rounds):
+        rounds["inline"].append(timed_scan(db, scan, None, 0))
+        rounds["4x1"].append(timed_scan(db, scan, 4, 1))
+        rounds["4x2"].append(timed_scan(db, scan, 4, 2))
+        for k in rounds:
+            cpu[k].append(CPU[k])
+        print(f"round {r + 1}: inline {rounds['inline'][-1]:.2f} s, 4 shards/1 worker {rounds['4x1'][-1]:.2f} s, "
+              f"4 shards/2 workers {rounds['4x2'][-1]:.2f} s", flush=True)
+    med = statistics.median
+    inline, one, two = med(rounds["inline"]), med(rounds["4x1"]), med(rounds["4x2"])
+    r1 = med(o / i for o, i in zip(rounds["4x1"], rounds["inline"]))
+    r2 = med(i / t for i, t in zip(rounds["inline"], rounds["4x2"]))
     print(f"trivial tasks: {a.tasks} in-process, concurrency 10: {rate:,.0f} tasks/s")
-    print(f"scan: {' '.join(scan)} over {a.targets} targets")
+    print(f"scan: {' '.join(scan)} over {a.targets} targets, {a.rounds} alternating rounds, medians")
     print(f"  inline          {inline:7.2f} s   1.00x")
-    print(f"  4 shards, 1 wkr {one:7.2f} s   {one / inline:.2f}x time (overhead {100 * (one / inline - 1):+.0f}%)")
-    print(f"  4 shards, 2 wkr {two:7.2f} s   {two / inline:.2f}x time (speed-up {inline / two:.2f}x)")
+    print(f"  4 shards, 1 wkr {one:7.2f} s   {one / inline:.2f}x time (overhead {100 * (one / inline - 1):+.0f}%; "
+          f"median per-round {100 * (r1 - 1):+.0f}%)")
+    print(f"  4 shards, 2 wkr {two:7.2f} s   {two / inline:.2f}x time (speed-up {inline / two:.2f}x; "
+          f"median per-round {r2:.2f}x)")
     ncpu = os.cpu_count() or 1
-    for k, (busy, ngx) in CPU.items():
-        print(f"  CPU during {k:7s}: machine {busy:6.1f} s (nginx {ngx:5.1f} s)")
-    busy = CPU["inline"][0]
+    for k, vals in cpu.items():
+        busy, ngx = med(v[0] for v in vals), med(v[1] for v in vals)
+        print(f"  CPU during {k:7s}: machine {busy:6.1f} s (nginx {ngx:5.1f} s), median")
+    busy = med(v[0] for v in cpu["inline"])
     print(f"  bound with {ncpu} cores: the inline run's CPU {busy:.1f} s / {ncpu} = {busy / ncpu:.1f} s wall, "
           f"i.e. at most {inline / max(busy / ncpu, 1e-9):.2f}x faster than inline")
     stop_embedded(tmp / "pgdata")

@@ -76,7 +76,9 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
         counts = {"not-shardable": 1}
         conn.rollback()
         conn.execute("SELECT 1")
-    conn.execute("SELECT id FROM scan_run WHERE id = %s FOR UPDATE", (spec.run_id,))
+    # NO KEY UPDATE: the shard's result rows hold FOR KEY SHARE on this row (their foreign key);
+    # FOR UPDATE would conflict with another shard's and two committing shards deadlocked
+    conn.execute("SELECT id FROM scan_run WHERE id = %s FOR NO KEY UPDATE", (spec.run_id,))
     row = conn.execute(
         """INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt)
            VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, shard) DO NOTHING RETURNING shard""",

@@ -206,3 +206,43 @@ def test_real_scanner_sharded_equals_inline(db, tmp_path, testbed):
         dup = conn.execute("SELECT count(*) - count(DISTINCT (hostname, qtype)) FROM dns_ttl_probe WHERE run_id = %s",
                            (sharded_id,)).fetchone()[0]
     assert len(inline) >= 300 and sharded == inline and dup == 0
+
+
+COMMITTER = r"""
+import os, sys, time
+from pathlib import Path
+from netsurvey import shard
+dsn, barrier = os.environ["NETSURVEY_DSN"], Path(sys.argv[1])
+spec = shard.current()
+conn = shard.connection(dsn)
+# a result row: its foreign key holds FOR KEY SHARE on the run's scan_run row until commit
+conn.execute("INSERT INTO tfo_probe (run_id, port, status) VALUES (%s, 443, 'success')", (spec.run_id,))
+shard.mark_filtered()
+(barrier / f"ready-{spec.index}").touch()
+while len(list(barrier.glob("ready-*"))) < spec.count:
+    time.sleep(0.01)
+print(shard.commit_shard(dsn, "finished", {"success": 1}))
+"""
+
+
+def test_concurrent_shard_commits_do_not_deadlock(db, tmp_path):
+    """Two shards whose result rows are written and that commit at the same moment: both
+    commit on their first attempt (FOR UPDATE on scan_run used to deadlock against the other
+    shard's foreign-key lock, failing one shard and re-running it whole)."""
+    with db.connect() as conn:
+        run_id = conn.execute("INSERT INTO scan_run (kind, shards, status) VALUES ('tfo', 2, 'running') "
+                              "RETURNING id").fetchone()[0]
+        conn.commit()
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, NETSURVEY_DSN=db.dsn, NETSURVEY_SHARD=f"{i}/2", NETSURVEY_RUN_ID=str(run_id),
+                   PYTHONPATH=str(REPO))
+        procs.append(subprocess.Popen([sys.executable, "-c", COMMITTER, str(tmp_path)], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=60) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.strip() == "True", err[-2000:]
+    with db.connect() as conn:
+        assert conn.execute("SELECT status, counts FROM scan_run WHERE id = %s", (run_id,)).fetchone() == (
+            "finished", {"success": 2})
+        assert conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id = %s", (run_id,)).fetchone()[0] == 2
