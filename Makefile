@@ -21,8 +21,9 @@ bench: install
 # runs 1M executions per target. Results: fuzz/results.json; crashes: fuzz/crashes/.
 FUZZ_SECONDS ?= 20
 FUZZ_RUNS ?= 0
+FUZZ_JOBS ?= 1
 fuzz: install
-	$(PY) -m fuzz.run_all --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS)
+	$(PY) -m fuzz.run_all --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS) --jobs $(FUZZ_JOBS)
 
 clean-db:
 	-$(PY) -m netsurvey.cli db down
