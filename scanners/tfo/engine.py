@@ -96,8 +96,8 @@ class EngineOptions:
     ``rate``); ``experimental``: request cookies with option 254/0xF989 instead of option
     34; ``data``: payload of cookie-carrying SYNs; ``policy``: if set, targets it refuses
     are never sent and come back with the error 'blocked by policy'; ``senders``: sending
-    processes (each pinned to its own CPU, sending every ``senders``-th batch at
-    ``rate / senders``; on a veth the kernel's handling of each probe runs on the sending CPU,
+    processes (each pinned to its own CPU, claiming the next unsent batch from a shared
+    counter and sending at ``rate / senders``; on a veth the kernel's handling of each probe runs on the sending CPU,
     so one sender is bound by one CPU's softirq work)."""
 
     rate: float = 0.0
@@ -445,9 +445,22 @@ def _receiver_main(conn, socks, seed: int, n: int, data_len: int, stop) -> None:
     conn.close()
 
 
-def _sender_main(engine: "RawEngine", targets, seed: int, conn, part: int, parts: int, batch: int,
+def _claimed_batches(counter, n: int, batch: int) -> Iterator[int]:
+    """First target index of each batch this sender claims from the shared ``counter``
+    (the next unclaimed batch number): a sender that runs faster sends more batches, and the
+    send phase ends when the work, not the slowest sender's fixed share, is done."""
+    while True:
+        with counter.get_lock():
+            k = counter.value
+            counter.value = k + 1
+        if k * batch >= n:
+            return
+        yield k * batch
+
+
+def _sender_main(engine: "RawEngine", targets, seed: int, conn, part: int, counter, batch: int,
                  rate: float) -> None:
-    """A forked sender: send its share of the batches on its own CPU, then report
+    """A forked sender: send the batches it claims on its own CPU, then report
     (probes sent, indices refused by the policy, {index: send error}) to the parent."""
     _libc.prctl(1, 9)       # PR_SET_PDEATHSIG = SIGKILL: never outlive the scan
     if os.getppid() == 1:
@@ -459,7 +472,8 @@ def _sender_main(engine: "RawEngine", targets, seed: int, conn, part: int, parts
         pass
     answered = bytearray(len(targets))
     errors: dict[int, str] = {}
-    for _ in engine._send_part(targets, seed, None, answered, errors, part, parts, batch, rate):
+    for _ in engine._send_part(targets, seed, None, answered, errors,
+                               _claimed_batches(counter, len(targets), batch), batch, rate):
         pass
     conn.send((engine.sent, np.flatnonzero(np.frombuffer(answered, np.uint8) == 2).tolist(), errors))
     conn.close()
@@ -601,15 +615,16 @@ class RawEngine:
         batch = opt.batch or (1024 if rate <= 0 else int(min(1024, max(16, rate / 1000))))
         batch = min(batch, 1024)
         if senders == 1 or n < senders * batch:     # each sender gets at least one batch
-            yield from self._send_part(targets, seed, conn, answered, errors, 0, 1, batch, opt.rate)
+            yield from self._send_part(targets, seed, conn, answered, errors, range(0, n, batch), batch, opt.rate)
             return
         ctx = mp.get_context("fork")
         start = time.monotonic()
         procs, conns = [], []
+        counter = ctx.Value("q", 0)
         try:
             for part in range(senders):
                 r, w = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_sender_main, args=(self, targets, seed, w, part, senders, batch, rate),
+                p = ctx.Process(target=_sender_main, args=(self, targets, seed, w, part, counter, batch, rate),
                                 daemon=True)
                 p.start()
                 w.close()
@@ -640,9 +655,10 @@ class RawEngine:
             for c in conns:
                 c.close()
 
-    def _send_part(self, targets, seed, conn, answered, errors, part: int, parts: int, batch: int, rate: float):
-        """Send batches ``part``, ``part + parts``, ... of ``batch`` targets at ``rate`` [probes/s]
-        (0 = unpaced). ``conn`` None: a forked sender, which hands no replies over."""
+    def _send_part(self, targets, seed, conn, answered, errors, starts, batch: int, rate: float):
+        """Send the batches of ``batch`` targets beginning at the indices ``starts`` yields, at
+        ``rate`` [probes/s] (0 = unpaced). ``conn`` None: a forked sender, which hands no
+        replies over."""
         opt = self.opt
         n = len(targets)
         s4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -663,7 +679,7 @@ class RawEngine:
         start = time.monotonic()
         sent = 0
         try:
-            for i0 in range(part * batch, n, parts * batch):
+            for i0 in starts:
                 idx, dst, dport, slow = self._v4_batch(targets, i0, min(n, i0 + batch))
                 if policy is not None and len(idx):
                     ok = policy.allowed(dst)
