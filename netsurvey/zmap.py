@@ -12,8 +12,8 @@ policy again.
 
 zmap picks the outgoing interface and next hop from the default route; a vantage without
 one (like the testbed's) gets them from ``ip route get`` for the network's first address
-and the next hop's MAC from the neighbour table (``ip neigh``), resolved first (ARP, through
-one empty UDP datagram to the next hop's discard port) when the table has no entry.
+and the next hop's MAC from the neighbour table (``ip neigh``); a gateway missing there is
+resolved first (ARP, through one empty UDP datagram to the gateway's discard port).
 """
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def route_to(network: ipaddress.IPv4Network) -> ZmapRoute:
     r = routes[0]
     dev, src, hop = r.get("dev"), r.get("prefsrc"), r.get("gateway", first)
     neigh = _neighbour(hop, dev) if dev else []
-    if not neigh and dev and src:
-        _resolve_neighbour(hop, src)
+    if not neigh and dev and src and "gateway" in r:   # never an on-link target: it may be blocked
+        _resolve_neighbour(hop, src, dev)
         neigh = _neighbour(hop, dev)
     if not neigh or not dev or not src:
         raise UsageError(f"--zmap: next hop {hop} on {dev} has no known MAC address "
@@ -85,10 +85,10 @@ def _neighbour(hop: str, dev: str) -> list[dict]:
     return [n for n in _ip_json("neigh", "show", hop, "dev", dev) if n.get("lladdr")]
 
 
-def _resolve_neighbour(hop: str, src: str, timeout: float = 2.0) -> None:
-    """Make the kernel resolve the next hop's MAC (ARP): one empty UDP datagram to its
-    discard port (9) from ``src``, then wait up to ``timeout`` seconds for the entry. The
-    next hop is the vantage's own link neighbour (the router), never a scan target."""
+def _resolve_neighbour(hop: str, src: str, dev: str, timeout: float = 2.0) -> None:
+    """Make the kernel resolve the gateway's MAC (ARP): one empty UDP datagram to its discard
+    port (9) from ``src``, then wait up to ``timeout`` seconds for the neighbour entry. Only
+    called for a route's gateway (the vantage's router), never for a scan target."""
     import socket
     import time
 
@@ -100,10 +100,7 @@ def _resolve_neighbour(hop: str, src: str, timeout: float = 2.0) -> None:
     except OSError:
         return
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        out = subprocess.run(["ip", "-j", "neigh", "show", hop], capture_output=True, text=True).stdout
-        if '"lladdr"' in out:
-            return
+    while time.monotonic() < end and not _neighbour(hop, dev):
         time.sleep(0.05)
 
 
@@ -162,7 +159,7 @@ def zmap_discover(network: str, port: int, policy: TargetPolicy, *, rate: float,
                 "-G", route.gateway_mac, "-b", str(block), "-o", str(out),
                 "--metadata-file", str(meta), str(net)]
         t0 = time.monotonic()
-        for attempt in range(ZMAP_ATTEMPTS):
+        for _ in range(ZMAP_ATTEMPTS):
             r = subprocess.run(argv, capture_output=True, text=True)
             # zmap 2.1.1 aborts now and then on an assertion when a send thread's share of a
             # small or mostly blocklisted range holds no usable address (fixed upstream in

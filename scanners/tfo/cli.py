@@ -69,7 +69,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         kernel_sample: int = typer.Option(0, "--kernel-check", help="Cross-check N TFO targets with the kernel's TFO client."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server instead of the system resolver."),
         zmap: bool = typer.Option(False, "--zmap", help="With --cidr: find addresses with the port open with Debian's zmap first, then TFO-probe only those."),
-        senders: int = typer.Option(1, "--senders", help="Sending processes, one per CPU (--rate is split between them)."),
+        senders: int = typer.Option(1, "--senders", help="Sending processes, one per CPU, at most as many as CPUs (--rate is split between them)."),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""

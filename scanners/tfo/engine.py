@@ -5,7 +5,8 @@
   of a scan) are computed a batch at a time with numpy into a ring of prebuilt packets:
   hash, source port, sequence number, incremental checksum and the allow/block policy
   check are array operations, so no Python runs per probe. IPv6 and cookie-carrying
-  probes take a per-probe path. ``rate`` [probes/s] paces batches.
+  probes take a per-probe path. ``rate`` [probes/s] paces batches. With ``senders`` > 1
+  forked, CPU-pinned processes send the batches they claim from a shared counter.
 * Matching: no per-probe state. Probe ``i`` to (addr, port) carries
   ``seq = i + H(addr, port)`` and source port ``BASE + (H>>32 + i) mod RANGE`` where H is a
   keyed 64-bit hash with the run's seed; a reply is attributed to index
@@ -96,9 +97,9 @@ class EngineOptions:
     ``rate``); ``experimental``: request cookies with option 254/0xF989 instead of option
     34; ``data``: payload of cookie-carrying SYNs; ``policy``: if set, targets it refuses
     are never sent and come back with the error 'blocked by policy'; ``senders``: sending
-    processes (each pinned to its own CPU, claiming the next unsent batch from a shared
-    counter and sending at ``rate / senders``; on a veth the kernel's handling of each probe runs on the sending CPU,
-    so one sender is bound by one CPU's softirq work)."""
+    processes, at most one per CPU (each pinned to its CPU, claiming the next unsent batch
+    from a shared counter and sending at ``rate / senders``; on a veth the kernel's
+    handling of each probe runs on the sending CPU, so one sender is bound by that CPU)."""
 
     rate: float = 0.0
     cooldown: float = 1.0
