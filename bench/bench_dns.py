@@ -1,10 +1,12 @@
 """DNS query throughput against the testbed's knot, side by side in one run:
-netsurvey's query engine (adaptive window) vs zdns v2.0.5 (pinned, tools/go) vs sequential
+netsurvey's query engine (adaptive window) in one process and in one process per core
+(what ``scan dns-ttl --procs N`` runs: N shards split by the same stable hash, each with
+its own engine) vs zdns v2.0.5 (pinned, tools/go; goroutines on every core) vs sequential
 dnspython, over the same N names (default 10,000; the testbed zone has a wildcard
 *.bench.example.test, so every name has an A record). Rounds alternate between the tools;
-medians are reported with the ratio netsurvey / zdns, CPU per query and answers lost.
+medians are reported with the ratios to zdns, CPU per query and answers lost.
 
-    python3 bench/bench_dns.py [--names 10000] [--rounds 3] [--json]
+    python3 bench/bench_dns.py [--names 10000] [--rounds 3] [--procs 2] [--json]
 
 Run as root with the testbed up (`netsurvey testbed up`); the measuring part re-runs
 itself inside the vantage namespace through `netsurvey testbed exec`. Sends traffic only to
@@ -34,7 +36,8 @@ def _names(n: int, rnd: int) -> list[str]:
     return [f"r{rnd}n{i}.{ZONE}" for i in range(n)]  # fresh names per round: no caching anywhere
 
 
-def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None, workers: int = 1000) -> dict:
+def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None, workers: int = 1000,
+                  ready=None) -> dict:
     """The engine plus ``classify`` (reply -> TtlProbe, as the TTL scanner does); no database
     writes. ``workers`` coroutines each take the next name (like zdns's threads); the
     per-server window inside the engine bounds the queries in flight."""
@@ -50,6 +53,8 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
         eng = QueryEngine(opts)
         await eng.start()
         wires = [build_query(n, A) for n in names]  # prebuilt before the clock starts
+        if ready is not None:
+            ready()  # e.g. a barrier: every process starts its clock together
         ok = 0
         todo = iter(zip(names, wires))
 
@@ -68,6 +73,39 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
         return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok, "stats": eng.stats}
 
     return asyncio.run(main())
+
+
+def run_netsurvey_procs(server: str, names: list[str], procs: int) -> dict:
+    """``procs`` processes, each running :func:`run_netsurvey` over its shard of the names
+    (``netsurvey.shard.shard_of``, as ``scan ... --procs`` splits them); the clock runs from
+    the moment every process has built its queries until the last one is done. CPU is
+    the sum over the processes (seconds)."""
+    import multiprocessing as mp
+
+    from netsurvey.shard import shard_of
+
+    ctx = mp.get_context("fork")
+    barrier, results = ctx.Barrier(procs + 1), ctx.Queue()
+    parts = [[] for _ in range(procs)]
+    for n in names:
+        parts[shard_of(n, procs)].append(n)
+
+    def child(part: list[str]) -> None:
+        r = run_netsurvey(server, part, ready=barrier.wait)
+        results.put({"end": time.perf_counter(), "cpu_s": r["cpu_s"], "answers": r["answers"], "stats": r["stats"]})
+
+    ps = [ctx.Process(target=child, args=(part,)) for part in parts]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    t0 = time.perf_counter()
+    rs = [results.get(timeout=300) for _ in ps]
+    for p in ps:
+        p.join()
+    stats = {k: sum(r["stats"][k] for r in rs) for k in ("retransmits", "timeouts", "window_cuts")}
+    stats["window_peak"] = max(r["stats"]["window_peak"] for r in rs)
+    return {"seconds": max(r["end"] for r in rs) - t0, "cpu_s": sum(r["cpu_s"] for r in rs),
+            "answers": sum(r["answers"] for r in rs), "stats": stats}
 
 
 def run_zdns(server: str, names: list[str], threads: int) -> dict:
@@ -113,10 +151,13 @@ def run_dnspython(server: str, names: list[str]) -> dict:
 
 def inner(args) -> dict:
     server = args.server
-    rows: dict[str, list[dict]] = {"netsurvey": [], "netsurvey-fixed200": [], "zdns": [], "dnspython-seq": []}
+    procs = f"netsurvey-procs{args.procs}"
+    rows: dict[str, list[dict]] = {procs: [], "netsurvey": [], "netsurvey-fixed200": [], "zdns": [],
+                                   "dnspython-seq": []}
     for rnd in range(args.rounds):
         names = _names(args.names, rnd)
         rows["zdns"].append(run_zdns(server, [n.replace("n", "z", 1) for n in names], args.zdns_threads))
+        rows[procs].append(run_netsurvey_procs(server, [n.replace("n", "p", 1) for n in names], args.procs))
         rows["netsurvey"].append(run_netsurvey(server, names))
         rows["netsurvey-fixed200"].append(run_netsurvey(server, [n.replace("n", "f", 1) for n in names], 200))
         if rnd == 0 or not args.quick_seq:
@@ -135,6 +176,10 @@ def inner(args) -> dict:
     out["maxrss_mib_netsurvey_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["maxrss_mib_zdns"] = max(r.get("maxrss_mib", 0) for r in rows["zdns"])
     z = out["tools"]["zdns"]["qps_median"]
+    out["procs"] = args.procs
+    out["ratio_netsurvey_procs_vs_zdns"] = out["tools"][procs]["qps_median"] / z
+    out["ratio_netsurvey_procs_vs_zdns_per_round"] = [
+        round(a["seconds"] and b["seconds"] / a["seconds"], 2) for a, b in zip(rows[procs], rows["zdns"])]
     out["ratio_netsurvey_vs_zdns"] = out["tools"]["netsurvey"]["qps_median"] / z
     out["ratio_dnspython_vs_zdns"] = out["tools"]["dnspython-seq"]["qps_median"] / z
     # On a shared, loaded machine wall-clock rates follow the CPU share each tool gets;
@@ -150,6 +195,8 @@ def main() -> None:
     ap.add_argument("--names", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--zdns-threads", type=int, default=100)
+    ap.add_argument("--procs", type=int, default=os.cpu_count() or 2,
+                    help="engine processes of the multi-process row (default: one per core)")
     ap.add_argument("--server", default=None, help="authoritative address (default: the testbed's knot)")
     ap.add_argument("--quick-seq", action="store_true", help="run sequential dnspython in the first round only")
     ap.add_argument("--json", action="store_true")
@@ -165,7 +212,7 @@ def main() -> None:
     server = args.server or load_testbed_config(DEFAULT_TESTBED_CONFIG).dns.authoritative_v4
     argv = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, str(Path(__file__).resolve()),
             "--inner", "--names", str(args.names), "--rounds", str(args.rounds), "--server", server,
-            "--zdns-threads", str(args.zdns_threads)] + (["--quick-seq"] if args.quick_seq else [])
+            "--zdns-threads", str(args.zdns_threads), "--procs", str(args.procs)] + (["--quick-seq"] if args.quick_seq else [])
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
         sys.exit(f"bench failed: {p.stderr[-2000:]}")
@@ -181,7 +228,9 @@ def main() -> None:
         retx, cuts, peak = (r.get(k + "_median", "-") for k in ("retransmits", "window_cuts", "window_peak"))
         print(f"{tool:22} {r['qps_median']:10.0f} {r['cpu_us_per_query']:13.1f} {r['lost_max']:6d} {retx:>6} {cuts:>5} "
               f"{peak:>5}  {r['qps_all']}")
-    print(f"ratio netsurvey / zdns: {res['ratio_netsurvey_vs_zdns']:.2f}x queries/s, "
+    print(f"ratio netsurvey --procs {res['procs']} / zdns: {res['ratio_netsurvey_procs_vs_zdns']:.2f}x queries/s "
+          f"(per round {res['ratio_netsurvey_procs_vs_zdns_per_round']})")
+    print(f"ratio netsurvey (one process) / zdns: {res['ratio_netsurvey_vs_zdns']:.2f}x queries/s, "
           f"{res['cpu_ratio_zdns_vs_netsurvey']:.2f}x less CPU per query (load average {res['loadavg_1min']:.1f}); "
           f"max RSS netsurvey process {res['maxrss_mib_netsurvey_process']:.0f} MiB, zdns {res['maxrss_mib_zdns']:.0f} MiB")
 

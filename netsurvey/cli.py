@@ -315,8 +315,9 @@ def schedule_start(name: str = typer.Argument(..., help="A rounds x interval ent
 
 
 def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
-    """Handle `scan ... --shards N` (queue instead of running) and `--dry-run` for every
-    scanner in one place. Returns the argv to run, or None when the command was queued."""
+    """Handle `scan ... --shards N` (queue instead of running), `--procs N` (run N shards
+    here at once) and `--dry-run` for every scanner in one place. Returns the argv to run,
+    or None when the command was queued or run as shards."""
     import os as _os
 
     i = 0
@@ -341,6 +342,32 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
         _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(_opt(head, "--config")))
         run_id = start_command(state.db, tail, n)
         out.print(f"queued run {run_id}: {n} shards of '{' '.join(tail)}'; start workers with 'netsurvey worker'")
+        return None
+    if "--procs" in tail:
+        j = tail.index("--procs")
+        try:
+            n = int(tail[j + 1])
+        except (IndexError, ValueError):
+            raise UsageError("--procs needs a whole number") from None
+        del tail[j:j + 2]
+        if "NETSURVEY_DRY_RUN" in _os.environ:
+            raise UsageError("--procs and --dry-run do not go together (dry-run the command alone)")
+        from .jobs import run_local
+
+        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(_opt(head, "--config")))
+        run_id, rcs = run_local(state.db, tail, n,
+                                on_shard=lambda i, rc: rc == 2 or err.print(
+                                    f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
+        failed = sorted(i for i, rc in rcs.items() if rc)
+        if failed and all(rc == 2 for rc in rcs.values()):
+            sys.exit(2)  # bad input: every shard said why
+        if failed:
+            raise SystemExit(f"run {run_id}: shards {', '.join(map(str, failed))} of {n} failed twice; "
+                             "their targets are not in the run")
+        with state.db.connect() as conn:
+            counts = conn.execute("SELECT counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()[0] or {}
+        total = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' finished ({total})", highlight=False)
         return None
     return head + tail
 

@@ -10,6 +10,9 @@ same database.
   shard). The child dies with the worker (a pidfd watch); a worker killed with SIGKILL stops heart-beating, and the
   other workers retry its stalled jobs. Retries are idempotent: a shard commits its rows
   and its ``job_shard`` row in one transaction.
+- ``netsurvey scan ... --procs N`` (also intercepted) runs the N shards at once on this
+  machine, without the queue (:func:`run_local`): the same shard processes, so the same
+  exactly-once commits, and the way to use every core for one scan.
 - ``config/schedule.toml`` declares campaigns: cron entries become procrastinate periodic
   tasks; "rounds x interval" entries are deferred with ``schedule start NAME``.
 """
@@ -210,22 +213,69 @@ def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:
         conn.commit()
 
 
+def _check_shardable(argv: list[str], shards: int, flag: str) -> None:
+    if shards < 1:
+        raise UsageError(f"{flag} must be at least 1")
+    if not argv or argv[0] != "scan" or len(argv) < 2:
+        raise UsageError("only 'scan ...' commands can be sharded")
+
+
+def _insert_queued_run(db: Database, argv: list[str], shards: int, note: str | None) -> int:
+    with db.connect() as conn:
+        return conn.execute(
+            "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
+            " RETURNING id",
+            (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
+
+
+#: Attempts per shard of a local run (a shard that failed left nothing behind; see shard.py).
+LOCAL_ATTEMPTS = 2
+
+
+def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tuple[int, dict[int, int]]:
+    """Run ``argv`` (a 'scan ...' command) as ``procs`` shards at once on this machine, each in
+    its own process (one per core: a scanner's engine is one asyncio loop), into one run.
+    A shard that exits non-zero is run again once (its rows were never committed). Returns
+    (run id, {shard: exit code of its last attempt}); ``on_shard(shard, rc)`` is called as
+    each shard ends. The run's status becomes 'finished' when every shard committed."""
+    import concurrent.futures as cf
+
+    _check_shardable(argv, procs, "--procs")
+    db.migrate()
+    run_id = _insert_queued_run(db, argv, procs, "local")
+
+    def one(shard: int) -> int:
+        rc = 1
+        for attempt in range(1, LOCAL_ATTEMPTS + 1):
+            with db.connect() as conn:
+                if conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
+                                (run_id, shard)).fetchone():
+                    return 0
+            rc = run_shard_process(db.dsn, run_id, shard, procs, argv, attempt)
+            if rc in (0, 2):  # 2: bad input (the shard printed why); another attempt fails alike
+                break
+        if on_shard is not None:
+            on_shard(shard, rc)
+        return rc
+
+    with cf.ThreadPoolExecutor(max_workers=procs) as pool:
+        rcs = dict(zip(range(procs), pool.map(one, range(procs))))
+    if any(rcs.values()):
+        with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
+            conn.execute("UPDATE scan_run SET status = 'failed', finished_at = now() WHERE id = %s "
+                         "AND status IN ('queued', 'running')", (run_id,))
+    return run_id, rcs
+
+
 def start_command(db: Database, argv: list[str], shards: int, *, app: procrastinate.App | None = None,
                   note: str | None = None, schedule_at: dt.datetime | None = None) -> int:
     """Record a queued run for ``argv`` (a 'scan ...' command) and defer its shards."""
-    if shards < 1:
-        raise UsageError("--shards must be at least 1")
-    if not argv or argv[0] != "scan" or len(argv) < 2:
-        raise UsageError("only 'scan ...' commands can be sharded")
+    _check_shardable(argv, shards, "--shards")
     db.migrate()
     own = app is None
     app = app or make_app(db.dsn)
     ensure_queue_schema(db, app)
-    with db.connect() as conn:
-        run_id = conn.execute(
-            "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
-            " RETURNING id",
-            (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
+    run_id = _insert_queued_run(db, argv, shards, note)
     if own:
         app.open()
     try:

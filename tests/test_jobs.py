@@ -206,6 +206,26 @@ def test_real_scanner_sharded_equals_inline(db, tmp_path, testbed):
         dup = conn.execute("SELECT count(*) - count(DISTINCT (hostname, qtype)) FROM dns_ttl_probe WHERE run_id = %s",
                            (sharded_id,)).fetchone()[0]
     assert len(inline) >= 300 and sharded == inline and dup == 0
+    # --procs 2: the same shards run at once here, without the queue (one engine per core)
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "dns-ttl",
+                "--list", "dnsjobs", "--procs", "2")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1]  # each shard prints its own summary before
+    assert last.startswith("run ") and " finished (" in last, r.stdout
+    local_id = int(last.split()[1].rstrip(":"))
+    assert r.stderr.count(" done") == 2
+    assert run_row(db, local_id)[:2] == ("finished", 2)
+    with db.connect() as conn:
+        local = conn.execute(q, (local_id,)).fetchall()
+        shards = conn.execute("SELECT count(*) FROM job_shard WHERE run_id = %s", (local_id,)).fetchone()[0]
+    assert local == inline and shards == 2
+
+
+def test_procs_bad_input_is_one_line_exit_2(db):
+    r = run_cli("scan", "dns-ttl", "--list", "x", "--procs", "0", dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--procs" in r.stderr
+    r = run_cli("scan", "dns-ttl", "--list", "x", "--procs", "two", dsn=db.dsn)
+    assert r.returncode == 2 and "--procs needs a whole number" in r.stderr
 
 
 COMMITTER = r"""
