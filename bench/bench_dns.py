@@ -38,8 +38,8 @@ def _names(n: int, rnd: int) -> list[str]:
 
 def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None, workers: int = 1000,
                   ready=None) -> dict:
-    """The engine plus ``classify`` (reply -> TtlProbe, as the TTL scanner does); no database
-    writes. ``workers`` coroutines each take the next name (like zdns's threads); the
+    """Query building, the engine and ``classify`` (reply -> TtlProbe), as the TTL scanner
+    does them; no database writes. ``workers`` coroutines each take the next name (like zdns's threads); the
     per-server window inside the engine bounds the queries in flight."""
     from scanners.dns.engine import EngineOptions, QueryEngine
     from scanners.dns.ttl import classify
@@ -52,16 +52,16 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
     async def main():
         eng = QueryEngine(opts)
         await eng.start()
-        wires = [build_query(n, A) for n in names]  # prebuilt before the clock starts
         if ready is not None:
             ready()  # e.g. a barrier: every process starts its clock together
         ok = 0
-        todo = iter(zip(names, wires))
+        todo = iter(names)
 
         async def worker():
             nonlocal ok
-            for name, wire in todo:
-                ex = await eng.query(server, 53, wire)
+            for name in todo:
+                # built on the clock, once per name, as the scanner does (zdns does too)
+                ex = await eng.query(server, 53, build_query(name, A))
                 p = classify("A", name, ex, ZONE)
                 if p.outcome == "answer" and p.answers == (EXPECTED,):
                     ok += 1
@@ -78,7 +78,7 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
 def run_netsurvey_procs(server: str, names: list[str], procs: int) -> dict:
     """``procs`` processes, each running :func:`run_netsurvey` over its shard of the names
     (``netsurvey.shard.shard_of``, as ``scan ... --procs`` splits them); the clock runs from
-    the moment every process has built its queries until the last one is done. CPU is
+    the moment every process has opened its sockets until the last one is done. CPU is
     the sum over the processes (seconds)."""
     import multiprocessing as mp
 

@@ -123,3 +123,23 @@ def test_aaaa_text_is_pythons_canonical_form():
         r.answer.append(dns.rrset.from_text("m.test.", 60, "IN", "AAAA", v))
     got = [rr.value for rr in parse_reply(r.to_wire()).answer]
     assert got == ["::ffff:a00:1", "2001:2:0:2::10", "::1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.one_of(hostname, st.text(alphabet="aZ09-_.\\é* ", min_size=1, max_size=70),
+                      st.lists(st.text(alphabet="ab", min_size=60, max_size=70), min_size=1, max_size=5).map(".".join)))
+def test_name_encoding_agrees_with_dnspython(name):
+    """The plain-name fast path and the dnspython fallback give dnspython's wire form, and
+    names dnspython refuses are refused (not encoded differently)."""
+    import dns.exception
+    import dns.name
+
+    from scanners.dns.wire import encode_name
+
+    try:
+        ref = dns.name.from_text(name.rstrip(".") + ".").canonicalize().to_wire()
+    except (dns.exception.DNSException, UnicodeError, ValueError):
+        with pytest.raises((dns.exception.DNSException, UnicodeError, ValueError)):
+            encode_name(name)
+        return
+    assert encode_name(name) == ref

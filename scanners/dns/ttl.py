@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator, Optional, Sequence
+from typing import AsyncIterator, NamedTuple, Optional, Sequence
 
 from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
 
 from .delegation import DelegationWalker, WalkFailed, Zone, in_zone, parent_name, referral_zone
 from .engine import EngineOptions, Exchange, QueryEngine
-from .wire import AAAA, CNAME, A, Reply, build_query
+from .wire import AAAA, CNAME, FLAG_AA, A, Reply, build_query
 
 QTYPES = {"A": A, "AAAA": AAAA}
 
@@ -36,9 +36,9 @@ class TtlOptions:
     engine: EngineOptions = EngineOptions()
 
 
-@dataclass(frozen=True)
-class TtlProbe:
-    """One (hostname, type) asked at an authoritative server.
+class TtlProbe(NamedTuple):
+    """One (hostname, type) asked at an authoritative server (an immutable tuple: one is
+    built per query on the hot path, ~10x cheaper than a frozen dataclass).
 
     :param outcome: 'answer', 'cname' (only a CNAME to another zone), 'nodata',
         'nxdomain', 'servfail', 'lame', 'refused', 'timeout', 'malformed', 'blocked',
@@ -84,38 +84,47 @@ _STATUS = {"answer": ScanStatus.SUCCESS, "cname": ScanStatus.SUCCESS, "nodata": 
 
 def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str]) -> TtlProbe:
     """Turn the final exchange for (name, qtype) into a probe record."""
-    base = dict(qtype=qtype, zone=zone, nameserver=ex.server, transport=ex.transport, truncated=ex.truncated,
-                attempts=ex.attempts, rtt_ms=ex.rtt_ms)
     if ex.outcome != "reply":
-        out = {"timeout": "timeout", "malformed": "malformed"}.get(ex.outcome, "error")
-        return TtlProbe(outcome=out, error=ex.error, **base)
+        out = "timeout" if ex.outcome == "timeout" else "malformed" if ex.outcome == "malformed" else "error"
+        return TtlProbe(qtype, out, None, None, None, (), None, zone, ex.server, ex.transport, ex.truncated,
+                        ex.attempts, ex.rtt_ms, ex.error)
     r: Reply = ex.reply
-    base.update(rcode=r.rcode_text, authoritative=r.aa)
-    if r.rcode == 3:
-        return TtlProbe(outcome="nxdomain", **base)
-    if r.rcode == 2:
-        return TtlProbe(outcome="servfail", **base)
-    if r.rcode == 5:
-        return TtlProbe(outcome="lame", error="REFUSED by a server named for the zone", **base)
-    if r.rcode != 0:
-        return TtlProbe(outcome="error", error=f"rcode {r.rcode_text}", **base)
-    if not r.aa:
-        return TtlProbe(outcome="lame", error="answer without authority (AA=0)", **base)
+    rcode = r.rcode
+    aa = bool(r.flags & FLAG_AA)
+
+    def probe(outcome, ttl=None, answers=(), cname=None, error=None) -> TtlProbe:
+        return TtlProbe(qtype, outcome, r.rcode_text, aa, ttl, answers, cname, zone, ex.server, ex.transport,
+                        ex.truncated, ex.attempts, ex.rtt_ms, error)
+
+    if rcode != 0:
+        if rcode == 3:
+            return probe("nxdomain")
+        if rcode == 2:
+            return probe("servfail")
+        if rcode == 5:
+            return probe("lame", error="REFUSED by a server named for the zone")
+        return probe("error", error=f"rcode {r.rcode_text}")
+    if not aa:
+        return probe("lame", error="answer without authority (AA=0)")
     want = QTYPES[qtype]
+    answer = r.answer
+    if len(answer) == 1:  # the common case: one record of the type asked for, owned by the name
+        rr = answer[0]
+        if rr.rtype == want and rr.name == name:
+            return probe("answer", rr.ttl, (rr.value,))
     owner, cname_rr = name, None
     for _ in range(16):  # follow a CNAME chain inside this reply
-        rrs = [rr for rr in r.answer if rr.name == owner and rr.rtype == want]
+        rrs = [rr for rr in answer if rr.name == owner and rr.rtype == want]
         if rrs:
-            return TtlProbe(outcome="answer", ttl=min(rr.ttl for rr in rrs),
-                            answers=tuple(sorted(rr.value for rr in rrs)),
-                            cname=cname_rr.value if cname_rr else None, **base)
-        c = [rr for rr in r.answer if rr.name == owner and rr.rtype == CNAME]
+            return probe("answer", min(rr.ttl for rr in rrs), tuple(sorted(rr.value for rr in rrs)),
+                         cname_rr.value if cname_rr else None)
+        c = [rr for rr in answer if rr.name == owner and rr.rtype == CNAME]
         if not c:
             break
         cname_rr, owner = c[0], c[0].value
     if cname_rr is not None:
-        return TtlProbe(outcome="cname", ttl=cname_rr.ttl, cname=cname_rr.value, **base)
-    return TtlProbe(outcome="nodata", **base)
+        return probe("cname", cname_rr.ttl, cname=cname_rr.value)
+    return probe("nodata")
 
 
 class TtlScanner(Scanner):
