@@ -354,7 +354,10 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
             raise UsageError("--procs and --dry-run do not go together (dry-run the command alone)")
         from .jobs import run_local
 
-        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(_opt(head, "--config")))
+        config = _opt(head, "--config")
+        if config:  # the shards read the same survey config (etiquette limits included)
+            _os.environ["NETSURVEY_CONFIG"] = str(Path(config).resolve())
+        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(config))
         run_id, rcs = run_local(state.db, tail, n,
                                 on_shard=lambda i, rc: rc == 2 or err.print(
                                     f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
@@ -367,7 +370,8 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
         with state.db.connect() as conn:
             counts = conn.execute("SELECT counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()[0] or {}
         total = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' finished ({total})", highlight=False)
+        out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' finished ({total})", highlight=False,
+                  soft_wrap=True)
         return None
     return head + tail
 

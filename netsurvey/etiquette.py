@@ -11,7 +11,7 @@ import asyncio
 import ipaddress
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -57,6 +57,9 @@ class TargetPolicy:
 
     allow: tuple[IPNetwork, ...]
     block: tuple[IPNetwork, ...]
+    #: address text -> reason (or None); scanners ask again for every packet to the same
+    #: few servers, and a decision costs ~20 us of ipaddress work. Bounded, cleared when full.
+    _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, cfg: EtiquetteConfig) -> "TargetPolicy":
@@ -72,6 +75,17 @@ class TargetPolicy:
 
     def reason_blocked(self, address: str) -> str | None:
         """None if ``address`` may be contacted, else why not ('not-allowed', 'blocklisted')."""
+        decided = self._decided
+        try:
+            return decided[address]
+        except KeyError:
+            pass
+        if len(decided) >= 65536:
+            decided.clear()
+        why = decided[address] = self._decide(address)
+        return why
+
+    def _decide(self, address: str) -> str | None:
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:

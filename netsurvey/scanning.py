@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
+from collections import deque
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, ClassVar, Optional, Sequence
@@ -92,30 +93,55 @@ class Scanner(ABC):
         """Probe one allowed target (policy already checked by the runner)."""
 
     async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
-        """Default engine: ``scan`` with bounded concurrency and the per-destination limit."""
-        sem = asyncio.Semaphore(concurrency)
+        """Default engine: ``scan`` with bounded concurrency and the per-destination limit.
+        ``concurrency`` worker coroutines take the next target in turn (no task, semaphore
+        or wait set per target: ~10 us less per target); outcomes come in completion order."""
         limiter = self.ctx.limiter
-
-        async def one(t: ScanTarget) -> ScanOutcome:
-            async with sem:
-                await limiter.acquire(t.address)
-                try:
-                    return await self.scan(t)
-                except Exception as exc:  # a failing target is recorded, the scan continues
-                    return ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, f"{type(exc).__name__}: {exc}"[:300])
-
-        pending = set()
+        scan = self.scan
         it = iter(targets)
-        for t in it:
-            pending.add(asyncio.ensure_future(one(t)))
-            if len(pending) >= concurrency * 2:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for d in done:
-                    yield d.result()
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for d in done:
-                yield d.result()
+        ready: deque[ScanOutcome] = deque()
+        wake = asyncio.Event()
+        live = 0
+
+        failed: list[BaseException] = []  # what a worker could not record (e.g. the limiter failing)
+
+        async def worker() -> None:
+            nonlocal live
+            try:
+                for t in it:
+                    await limiter.acquire(t.address)
+                    try:
+                        o = await scan(t)
+                    except Exception as exc:  # a failing target is recorded, the scan continues
+                        o = ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, f"{type(exc).__name__}: {exc}"[:300])
+                    ready.append(o)
+                    wake.set()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                failed.append(exc)
+            finally:
+                live -= 1
+                wake.set()
+
+        n = max(1, min(concurrency, len(targets)))
+        workers = []
+        for _ in range(n):
+            live += 1
+            workers.append(asyncio.ensure_future(worker()))
+        try:
+            while True:
+                while ready:
+                    yield ready.popleft()
+                if failed:
+                    raise failed[0]
+                if not live:
+                    break
+                wake.clear()
+                await wake.wait()
+        finally:
+            for w in workers:
+                w.cancel()
 
     def close(self) -> None:
         """Release sockets, flush writers."""

@@ -87,10 +87,11 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     if row is None:
         conn.rollback()
         return False
+    # clock_timestamp(): now() would be the start of the shard's long transaction
     conn.execute(
         """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
                                                WHEN agg.failed > 0 THEN 'failed' ELSE 'finished' END,
-                                 finished_at = now(), counts = agg.counts
+                                 finished_at = clock_timestamp(), counts = agg.counts
            FROM (SELECT count(*) AS done, count(*) FILTER (WHERE status = 'failed') AS failed,
                         (SELECT coalesce(jsonb_object_agg(k, total), '{}') FROM (
                             SELECT key AS k, sum(value::bigint) AS total

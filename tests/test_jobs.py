@@ -221,6 +221,21 @@ def test_real_scanner_sharded_equals_inline(db, tmp_path, testbed):
     assert local == inline and shards == 2
 
 
+def test_procs_shards_read_the_given_config(db, tmp_path, testbed):
+    """--config reaches the shards: a config that blocks the nameserver stops every shard
+    (exit 2, nothing probed) where the default config would let them scan."""
+    f = tmp_path / "names.csv"
+    f.write_text("".join(f"{i},c{i}.bench.example.test\n" for i in range(1, 21)))
+    assert run_cli("targets", "import", str(f), "--list", "dnscfg", dsn=db.dsn).returncode == 0
+    cfg = tmp_path / "block.toml"
+    cfg.write_text('[etiquette]\nblock = ["198.18.1.53/32"]\n')
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
+                "scan", "dns-ttl", "--list", "dnscfg", "--nameserver", "198.18.1.53", "--procs", "2")
+    assert r.returncode == 2 and "blocklisted" in r.stderr, (r.returncode, r.stderr)
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM dns_ttl_probe").fetchone()[0] == 0
+
+
 def test_procs_bad_input_is_one_line_exit_2(db):
     r = run_cli("scan", "dns-ttl", "--list", "x", "--procs", "0", dsn=db.dsn)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--procs" in r.stderr

@@ -95,11 +95,24 @@ class DelegationWalker:
         self._zones: dict[str, asyncio.Future] = {}     # name -> its deepest enclosing zone
         self._referred: dict[str, asyncio.Future] = {}  # zone name -> zone from a referral
         self._addrs: dict[str, asyncio.Future] = {}
+        self._picked: dict[Zone, object] = {}  # zone -> address to ask, or the WalkFailed
         self.walk_queries = 0
 
     # -------------------------------------------------------------- server choice
     def pick(self, zone: Zone) -> str:
-        """The address asked for names in ``zone`` (deterministic: first of the family)."""
+        """The address asked for names in ``zone`` (deterministic: first of the family);
+        decided once per zone (it is asked for every query)."""
+        got = self._picked.get(zone)
+        if got is None:
+            try:
+                got = self._picked[zone] = self._pick(zone)
+            except WalkFailed as exc:
+                got = self._picked[zone] = exc
+        if type(got) is str:
+            return got
+        raise WalkFailed(got.outcome, str(got), got.server, got.zone)
+
+    def _pick(self, zone: Zone) -> str:
         cands = [a for a in zone.addresses
                  if self.family == "any" or str(ipaddress.ip_address(a).version) == self.family]
         if not cands:
@@ -122,6 +135,8 @@ class DelegationWalker:
         fut = self._zones.get(name)
         if fut is None:
             fut = self._zones[name] = asyncio.ensure_future(self._zone_of(name))
+        elif fut.done() and not fut.cancelled() and fut.exception() is None:
+            return fut.result()  # the cached walk: no shield, no suspension
         return await asyncio.shield(fut)
 
     async def _zone_of(self, name: str) -> Zone:

@@ -3,7 +3,6 @@ of its authoritative nameservers; records TTL, answer, rcode, the server asked a
 failures."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import AsyncIterator, NamedTuple, Optional, Sequence
 
@@ -155,7 +154,9 @@ class TtlScanner(Scanner):
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         name = target.hostname.rstrip(".").lower()
-        probes = await asyncio.gather(*(self._probe(name, q) for q in self.options.qtypes))
+        # one type after the other: hostnames in flight (--concurrency) keep the window full,
+        # and a task per type would cost more than it saves
+        probes = [await self._probe(name, q) for q in self.options.qtypes]
         outs = [p.outcome for p in probes]
         best = next((o for o in ("answer", "cname", "nodata") if o in outs), outs[0])
         status = _STATUS.get(best, ScanStatus.UNKNOWN_ERROR)
