@@ -6,7 +6,11 @@ dnspython, over the same N names (default 10,000; the testbed zone has a wildcar
 *.bench.example.test, so every name has an A record). Rounds alternate between the tools;
 medians are reported with the ratios to zdns, CPU per query and answers lost.
 
-    python3 bench/bench_dns.py [--names 10000] [--rounds 3] [--procs 2] [--json]
+    python3 bench/bench_dns.py [--names 10000] [--rounds 3] [--procs 2] [--e2e-names 100000] [--json]
+
+Then the same comparison for whole commands over --e2e-names names: ``netsurvey scan
+dns-ttl --types A`` (start-up, PostgreSQL writes, the run committed; inline and with
+--procs) vs the zdns command writing its JSON file.
 
 Run as root with the testbed up (`netsurvey testbed up`); the measuring part re-runs
 itself inside the vantage namespace through `netsurvey testbed exec`. Sends traffic only to
@@ -37,7 +41,7 @@ def _names(n: int, rnd: int) -> list[str]:
 
 
 def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None, workers: int = 1000,
-                  ready=None) -> dict:
+                  ready=None, shards: int = 1) -> dict:
     """Query building, the engine and ``classify`` (reply -> TtlProbe), as the TTL scanner
     does them; no database writes. ``workers`` coroutines each take the next name (like zdns's threads); the
     per-server window inside the engine bounds the queries in flight."""
@@ -45,7 +49,7 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
     from scanners.dns.ttl import classify
     from scanners.dns.wire import A, build_query
 
-    opts = EngineOptions(retries=4)  # the scanner defaults, more retries
+    opts = EngineOptions(retries=4).shared_by(shards)  # the scanner defaults, more retries; a shard's share
     if fixed_window:
         opts = EngineOptions(window_initial=fixed_window, window_min=fixed_window, window_max=fixed_window, retries=4)
 
@@ -77,7 +81,8 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
 
 def run_netsurvey_procs(server: str, names: list[str], procs: int) -> dict:
     """``procs`` processes, each running :func:`run_netsurvey` over its shard of the names
-    (``netsurvey.shard.shard_of``, as ``scan ... --procs`` splits them); the clock runs from
+    (``netsurvey.shard.shard_of``, as ``scan ... --procs`` splits them, each engine with a
+    shard's share of the per-server window: ``EngineOptions.shared_by``); the clock runs from
     the moment every process has opened its sockets until the last one is done. CPU is
     the sum over the processes (seconds)."""
     import multiprocessing as mp
@@ -91,7 +96,7 @@ def run_netsurvey_procs(server: str, names: list[str], procs: int) -> dict:
         parts[shard_of(n, procs)].append(n)
 
     def child(part: list[str]) -> None:
-        r = run_netsurvey(server, part, ready=barrier.wait)
+        r = run_netsurvey(server, part, ready=barrier.wait, shards=procs)
         results.put({"end": time.perf_counter(), "cpu_s": r["cpu_s"], "answers": r["answers"], "stats": r["stats"]})
 
     ps = [ctx.Process(target=child, args=(part,)) for part in parts]
@@ -149,6 +154,56 @@ def run_dnspython(server: str, names: list[str]) -> dict:
     return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok}
 
 
+def run_scan_command(server: str, listname: str, n: int, procs: int, config: Path) -> dict:
+    """The whole ``netsurvey scan dns-ttl --types A`` command as a researcher runs it:
+    Python start-up, target selection, the scan, every row written to PostgreSQL (the
+    default database), the run committed. Wall seconds of the process."""
+    argv = [sys.executable, "-m", "netsurvey.cli", "--config", str(config), "scan", "dns-ttl", "--types", "A",
+            "--list", listname, "--nameserver", server, "--json"] + (["--procs", str(procs)] if procs > 1 else [])
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=900)
+    seconds = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"scan dns-ttl failed: {p.stderr[-1000:]}")
+    last = p.stdout.strip().splitlines()[-1]
+    if procs > 1:  # "run N: P shards of '...' finished (success S, targets T)"
+        counts = dict(kv.split(" ") for kv in last.rsplit("(", 1)[1].rstrip(")").split(", "))
+        success = int(counts.get("success", 0))
+    else:
+        success = json.loads(last)["counts"].get("success", 0)
+    return {"seconds": seconds, "answers": success}
+
+
+def end_to_end(args, server: str) -> dict:
+    """Whole commands over ``--e2e-names`` names, alternating: netsurvey's scanner (one
+    process, and ``--procs``) storing in PostgreSQL vs zdns writing its JSON file. The
+    etiquette limits are lifted for this comparison (a temporary config)."""
+    n = args.e2e_names
+    listname = f"bench-dns-e2e-{n}"
+    with tempfile.TemporaryDirectory() as d:
+        cfg = Path(d) / "survey.toml"
+        cfg.write_text("[etiquette]\nrate_pps = 10000000\nper_destination_pps = 10000000\n")
+        csv = Path(d) / "list.csv"
+        csv.write_text("".join(f"{i},e{i}.{ZONE}\n" for i in range(1, n + 1)))
+        subprocess.run([sys.executable, "-m", "netsurvey.cli", "--config", str(cfg), "targets", "import", str(csv),
+                        "--list", listname], check=True, capture_output=True, cwd=REPO)
+        rows: dict[str, list[dict]] = {"scan dns-ttl": [], f"scan dns-ttl --procs {args.procs}": [], "zdns": []}
+        for rnd in range(args.rounds):
+            rows["zdns"].append(run_zdns(server, [f"e{rnd}z{i}.{ZONE}" for i in range(n)], args.zdns_threads))
+            rows[f"scan dns-ttl --procs {args.procs}"].append(run_scan_command(server, listname, n, args.procs, cfg))
+            rows["scan dns-ttl"].append(run_scan_command(server, listname, n, 1, cfg))
+    out = {"names": n, "tools": {}}
+    for tool, rs in rows.items():
+        out["tools"][tool] = {"seconds_median": statistics.median(r["seconds"] for r in rs),
+                              "qps_median": statistics.median(n / r["seconds"] for r in rs),
+                              "seconds_all": [round(r["seconds"], 2) for r in rs],
+                              "lost_max": n - min(r["answers"] for r in rs)}
+    z = out["tools"]["zdns"]["qps_median"]
+    for tool in rows:
+        out["tools"][tool]["ratio_vs_zdns"] = out["tools"][tool]["qps_median"] / z
+    return out
+
+
 def inner(args) -> dict:
     server = args.server
     procs = f"netsurvey-procs{args.procs}"
@@ -187,6 +242,8 @@ def inner(args) -> dict:
     out["cpu_ratio_zdns_vs_netsurvey"] = (out["tools"]["zdns"]["cpu_us_per_query"]
                                           / out["tools"]["netsurvey"]["cpu_us_per_query"])
     out["loadavg_1min"] = os.getloadavg()[0]
+    if args.e2e_names:
+        out["end_to_end"] = end_to_end(args, server)
     return out
 
 
@@ -195,6 +252,8 @@ def main() -> None:
     ap.add_argument("--names", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--zdns-threads", type=int, default=100)
+    ap.add_argument("--e2e-names", type=int, default=100_000,
+                    help="names of the whole-command comparison (scan dns-ttl with PostgreSQL vs zdns); 0 = skip")
     ap.add_argument("--procs", type=int, default=os.cpu_count() or 2,
                     help="engine processes of the multi-process row (default: one per core)")
     ap.add_argument("--server", default=None, help="authoritative address (default: the testbed's knot)")
@@ -212,7 +271,7 @@ def main() -> None:
     server = args.server or load_testbed_config(DEFAULT_TESTBED_CONFIG).dns.authoritative_v4
     argv = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, str(Path(__file__).resolve()),
             "--inner", "--names", str(args.names), "--rounds", str(args.rounds), "--server", server,
-            "--zdns-threads", str(args.zdns_threads), "--procs", str(args.procs)] + (["--quick-seq"] if args.quick_seq else [])
+            "--zdns-threads", str(args.zdns_threads), "--procs", str(args.procs), "--e2e-names", str(args.e2e_names)] + (["--quick-seq"] if args.quick_seq else [])
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
         sys.exit(f"bench failed: {p.stderr[-2000:]}")
@@ -233,6 +292,14 @@ def main() -> None:
     print(f"ratio netsurvey (one process) / zdns: {res['ratio_netsurvey_vs_zdns']:.2f}x queries/s, "
           f"{res['cpu_ratio_zdns_vs_netsurvey']:.2f}x less CPU per query (load average {res['loadavg_1min']:.1f}); "
           f"max RSS netsurvey process {res['maxrss_mib_netsurvey_process']:.0f} MiB, zdns {res['maxrss_mib_zdns']:.0f} MiB")
+    e2e = res.get("end_to_end")
+    if e2e:
+        print(f"\nwhole commands over {e2e['names']} names (start-up and storage included: PostgreSQL for netsurvey, "
+              "a JSON file for zdns), medians")
+        print(f"{'command':28} {'seconds':>8} {'names/s':>8} {'lost':>6} {'vs zdns':>8}  per round")
+        for tool, r in e2e["tools"].items():
+            print(f"{tool:28} {r['seconds_median']:8.2f} {r['qps_median']:8.0f} {r['lost_max']:6d} "
+                  f"{r['ratio_vs_zdns']:7.2f}x  {r['seconds_all']}")
 
 
 if __name__ == "__main__":

@@ -149,17 +149,23 @@ def _shard_main(argv: list[str], env: dict[str, str], worker_pid: int) -> None:
     os.environ.update(env)
     _die_with(worker_pid)
     sys.argv = ["netsurvey", *argv]
+    from netsurvey.clictx import state
     from netsurvey.cli import main
 
+    state._db = state._config = None  # forked from a running command: read DSN and config anew
     main()
+
+
+def _shard_env(dsn: str, run_id: int, shard: int, shards: int, attempt: int) -> dict[str, str]:
+    return dict(os.environ, NETSURVEY_DSN=dsn, NETSURVEY_SHARD=f"{shard}/{shards}", NETSURVEY_RUN_ID=str(run_id),
+                NETSURVEY_SHARD_ATTEMPT=str(attempt))
 
 
 def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, argv: list[str], attempt: int = 1) -> int:
     """Run one shard of ``argv`` to completion; returns its exit code. Forked from the
     forkserver unless ``NETSURVEY_SHARD_SUBPROCESS=1`` (then a fresh ``python -m
     netsurvey.cli`` process, as a fallback)."""
-    env = dict(os.environ, NETSURVEY_DSN=dsn, NETSURVEY_SHARD=f"{shard}/{shards}", NETSURVEY_RUN_ID=str(run_id),
-               NETSURVEY_SHARD_ATTEMPT=str(attempt))
+    env = _shard_env(dsn, run_id, shard, shards, attempt)
     if os.environ.get("NETSURVEY_SHARD_SUBPROCESS") == "1":
         p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *argv], env=env, preexec_fn=_pdeathsig,
                            stdin=subprocess.DEVNULL)
@@ -235,36 +241,44 @@ LOCAL_ATTEMPTS = 2
 def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tuple[int, dict[int, int]]:
     """Run ``argv`` (a 'scan ...' command) as ``procs`` shards at once on this machine, each in
     its own process (one per core: a scanner's engine is one asyncio loop), into one run.
-    A shard that exits non-zero is run again once (its rows were never committed). Returns
-    (run id, {shard: exit code of its last attempt}); ``on_shard(shard, rc)`` is called as
-    each shard ends. The run's status becomes 'finished' when every shard committed."""
-    import concurrent.futures as cf
+    Shards are forked from this process, which has the command line imported already (no
+    start-up per shard); each dies with it. A shard that exits non-zero, other than 2 (bad
+    input), is run once more (its rows were never committed). Returns (run id, {shard: exit
+    code of its last attempt}); ``on_shard(shard, rc)`` is called as each shard ends. The
+    run's status becomes 'finished' when every shard committed, else 'failed'."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
 
     _check_shardable(argv, procs, "--procs")
     db.migrate()
     run_id = _insert_queued_run(db, argv, procs, "local")
+    ctx = mp.get_context("fork")
 
-    def one(shard: int) -> int:
-        rc = 1
-        for attempt in range(1, LOCAL_ATTEMPTS + 1):
-            with db.connect() as conn:
-                if conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
-                                (run_id, shard)).fetchone():
-                    return 0
-            rc = run_shard_process(db.dsn, run_id, shard, procs, argv, attempt)
-            if rc in (0, 2):  # 2: bad input (the shard printed why); another attempt fails alike
-                break
-        if on_shard is not None:
-            on_shard(shard, rc)
-        return rc
+    def start(shard: int, attempt: int):
+        env = _shard_env(db.dsn, run_id, shard, procs, attempt)
+        p = ctx.Process(target=_shard_main, args=(list(argv), env, os.getpid()), name=f"shard-{run_id}-{shard}")
+        p.start()
+        return p
 
-    with cf.ThreadPoolExecutor(max_workers=procs) as pool:
-        rcs = dict(zip(range(procs), pool.map(one, range(procs))))
+    running = {start(i, 1): (i, 1) for i in range(procs)}
+    rcs: dict[int, int] = {}
+    while running:
+        for sentinel in wait([p.sentinel for p in running]):
+            p = next(q for q in running if q.sentinel == sentinel)
+            shard, attempt = running.pop(p)
+            p.join()
+            rc = p.exitcode if p.exitcode is not None else 1
+            if rc not in (0, 2) and attempt < LOCAL_ATTEMPTS:
+                running[start(shard, attempt + 1)] = (shard, attempt + 1)
+                continue
+            rcs[shard] = rc
+            if on_shard is not None:
+                on_shard(shard, rc)
     if any(rcs.values()):
         with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
             conn.execute("UPDATE scan_run SET status = 'failed', finished_at = now() WHERE id = %s "
                          "AND status IN ('queued', 'running')", (run_id,))
-    return run_id, rcs
+    return run_id, dict(sorted(rcs.items()))
 
 
 def start_command(db: Database, argv: list[str], shards: int, *, app: procrastinate.App | None = None,

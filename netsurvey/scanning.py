@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import gc
 import os
 from collections import deque
 from abc import ABC, abstractmethod
@@ -189,11 +190,31 @@ async def run_scan(
         _print_plan(scanner, allowed, counts.get("blocked", 0), concurrency)
         ctx.run.finish("cancelled", {"dry-run-targets": len(allowed)})
         raise SystemExit(0)
+    # The targets, modules and config live until the end: keep the cyclic garbage collector
+    # from walking them again and again (a scan of 100,000 names spent ~15 % of its time
+    # there), and collect the young generation less often (a scan allocates per packet).
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
+    try:
+        return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+async def _scan_all(scanner: Scanner, allowed: Sequence[ScanTarget], record, counts: dict[str, int],
+                    concurrency: int, description: str | None, show_progress: bool) -> dict[str, int]:
+    ctx = scanner.ctx
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=ctx.console, transient=True,
                   disable=not show_progress) as prog:
         task = prog.add_task(description or f"{scanner.name} scan", total=len(allowed))
+        done = 0
         async for outcome in scanner.scan_many(allowed, concurrency):
             record(outcome)
-            prog.advance(task)
+            done += 1
+            if not done & 63:  # the bar redraws ~10 times a second anyway; advancing costs ~3 us
+                prog.update(task, completed=done)
+        prog.update(task, completed=done)
     return counts

@@ -60,3 +60,27 @@ def test_flush_on_sigterm(db):
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 128 + signal.SIGTERM
     assert count(db) == 1234
+
+
+def test_background_batches_all_land_and_a_failed_batch_is_kept(db):
+    import psycopg
+    import pytest
+
+    make_table(db)
+    w = ResultWriter(db, "obs", ["run_id", "note"], types=["int8", "text"], batch_rows=100, background=True)
+    for i in range(250):
+        w.write((i, "x"))
+    w.flush()  # waits for the batch in flight, then writes the rest
+    assert w.rows_written == 250 and count(db) == 250
+    w.close()
+    with db.connect() as conn:
+        conn.execute("ALTER TABLE obs ADD CONSTRAINT small CHECK (run_id < 1000)")
+    w = ResultWriter(db, "obs", ["run_id", "note"], types=["int8", "text"], batch_rows=100, background=True)
+    for i in range(950, 1050):  # this full batch is refused by the server, in the helper thread
+        w.write((i, "y"))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        w.flush()  # the refused batch's error surfaces in the caller
+    assert len(w._buf) == 100 and count(db) == 250  # kept, nothing half-written
+    w._buf = [r for r in w._buf if r[0] < 1000]
+    w.close()
+    assert count(db) == 300

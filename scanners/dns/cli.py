@@ -82,7 +82,13 @@ def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
         raise UsageError("--ns-qps must be positive")
     if retries < 0 or timeout <= 0:
         raise UsageError("--retries must be >= 0 and --timeout positive")
-    return EngineOptions(initial_rto=timeout, ns_qps=rate_ns, retries=retries)
+    opts = EngineOptions(initial_rto=timeout, ns_qps=rate_ns, retries=retries)
+    from netsurvey import shard
+
+    spec = shard.current()
+    if spec is not None:
+        opts = opts.shared_by(spec.count)
+    return opts
 
 
 def _execute(kind: str, scanner, options, targets, params: dict, rows, table: str, rate: Optional[float],

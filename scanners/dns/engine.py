@@ -22,6 +22,7 @@ workers and their receive buffers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import ipaddress
 import itertools
@@ -61,6 +62,18 @@ class EngineOptions:
     ns_qps: Optional[float] = None
     tcp_timeout: float = 3.0
     sockets: int = 2
+
+    def shared_by(self, processes: int) -> "EngineOptions":
+        """The options of one of ``processes`` engines that may ask the same servers at
+        once (the shards of a run): like the etiquette limits, each gets 1/N of the
+        per-server rate and of the per-server window, so a server that drops queries
+        beyond some number in flight sees no more than one engine would send."""
+        if processes <= 1:
+            return self
+        return dataclasses.replace(
+            self, ns_qps=self.ns_qps / processes if self.ns_qps else None,
+            window_initial=max(self.window_min, self.window_initial // processes),
+            window_max=max(self.window_min, self.window_max // processes))
 
 
 class Exchange(NamedTuple):

@@ -1,6 +1,7 @@
 """Rows for dns_ttl_probe and dns_ecs_probe (schema/0005_dns.sql) from scan outcomes."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Iterator, Optional
 
@@ -21,7 +22,10 @@ ECS_COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("qty
                ("transport", "text"), ("attempts", "int2"), ("rtt_ms", "float4"), ("error", "text")]
 
 
+@functools.lru_cache(maxsize=65536)
 def _ip(a: Optional[str]):
+    """The address object psycopg stores as inet (cached: a scan asks few servers, and
+    parsing one costs ~10 us)."""
     return ipaddress.ip_address(a) if a else None
 
 
@@ -55,4 +59,4 @@ def ecs_rows(run_id: int, o: ScanOutcome, qtype: str, resolver: str, subnets) ->
 
 def writer(db: Database, table: str) -> ResultWriter:
     cols = TTL_COLUMNS if table == "dns_ttl_probe" else ECS_COLUMNS
-    return ResultWriter(db, table, [c for c, _ in cols], types=[t for _, t in cols])
+    return ResultWriter(db, table, [c for c, _ in cols], types=[t for _, t in cols], background=True)

@@ -170,9 +170,11 @@ class TtlScanner(Scanner):
             for _ in range(4):
                 server = self.walker.pick(zone)
                 ex = await self.engine.query(server, self.walker.port, wire)
+                if self._direct:
+                    return classify(qtype, name, ex, None)
                 ref = referral_zone(ex.reply) if ex.outcome == "reply" else None
-                if ref is None or self._direct:
-                    return classify(qtype, name, ex, zone.name if not self._direct else None)
+                if ref is None:
+                    return classify(qtype, name, ex, zone.name)
                 if ref == zone.name or not in_zone(ref, zone.name) or not in_zone(name, ref):
                     return TtlProbe(qtype, "lame", rcode=ex.reply.rcode_text, authoritative=False, zone=zone.name,
                                     nameserver=server, transport=ex.transport, attempts=ex.attempts,
