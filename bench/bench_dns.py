@@ -185,7 +185,7 @@ def end_to_end(args, server: str) -> dict:
         cfg.write_text("[etiquette]\nrate_pps = 10000000\nper_destination_pps = 10000000\n")
         csv = Path(d) / "list.csv"
         csv.write_text("".join(f"{i},e{i}.{ZONE}\n" for i in range(1, n + 1)))
-        subprocess.run([sys.executable, "-m", "netsurvey.cli", "--config", str(cfg), "targets", "import", str(csv),
+        subprocess.run([sys.executable, "-m", "netsurvey.cli", "--config", str(cfg), "targets", "import", str(csv), "--replace",
                         "--list", listname], check=True, capture_output=True, cwd=REPO)
         rows: dict[str, list[dict]] = {"scan dns-ttl": [], f"scan dns-ttl --procs {args.procs}": [], "zdns": []}
         for rnd in range(args.rounds):
