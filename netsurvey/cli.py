@@ -329,13 +329,11 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
     if "--dry-run" in tail:
         tail.remove("--dry-run")
         _os.environ["NETSURVEY_DRY_RUN"] = "1"
-    if "--shards" in tail:
-        j = tail.index("--shards")
-        try:
-            n = int(tail[j + 1])
-        except (IndexError, ValueError):
-            raise UsageError("--shards needs a whole number") from None
-        del tail[j:j + 2]
+    shards, procs = _pop_count(tail, "--shards"), _pop_count(tail, "--procs")
+    if shards is not None and procs is not None:
+        raise UsageError("--shards (queue for workers) and --procs (run here) do not go together")
+    if shards is not None:
+        n = shards
         # parse the global options (--dsn/--config) so the queue uses the same database
         from .jobs import start_command
 
@@ -343,13 +341,8 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
         run_id = start_command(state.db, tail, n)
         out.print(f"queued run {run_id}: {n} shards of '{' '.join(tail)}'; start workers with 'netsurvey worker'")
         return None
-    if "--procs" in tail:
-        j = tail.index("--procs")
-        try:
-            n = int(tail[j + 1])
-        except (IndexError, ValueError):
-            raise UsageError("--procs needs a whole number") from None
-        del tail[j:j + 2]
+    if procs is not None:
+        n = procs
         if "NETSURVEY_DRY_RUN" in _os.environ:
             raise UsageError("--procs and --dry-run do not go together (dry-run the command alone)")
         from .jobs import run_local
@@ -374,6 +367,19 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
                   soft_wrap=True)
         return None
     return head + tail
+
+
+def _pop_count(tail: list[str], flag: str) -> int | None:
+    """Remove ``flag N`` from ``tail`` and return N (None if absent)."""
+    if flag not in tail:
+        return None
+    j = tail.index(flag)
+    try:
+        n = int(tail[j + 1])
+    except (IndexError, ValueError):
+        raise UsageError(f"{flag} needs a whole number") from None
+    del tail[j:j + 2]
+    return n
 
 
 def _opt(args: list[str], name: str) -> str | None:

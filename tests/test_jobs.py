@@ -241,6 +241,8 @@ def test_procs_bad_input_is_one_line_exit_2(db):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--procs" in r.stderr
     r = run_cli("scan", "dns-ttl", "--list", "x", "--procs", "two", dsn=db.dsn)
     assert r.returncode == 2 and "--procs needs a whole number" in r.stderr
+    r = run_cli("scan", "dns-ttl", "--list", "x", "--procs", "2", "--shards", "2", dsn=db.dsn)
+    assert r.returncode == 2 and "do not go together" in r.stderr
 
 
 COMMITTER = r"""
