@@ -76,7 +76,9 @@ def run_netsurvey(server: str, names: list[str], fixed_window: int | None = None
         eng.close()
         return {"seconds": t1 - t0, "cpu_s": c1 - c0, "answers": ok, "stats": eng.stats}
 
-    return asyncio.run(main())
+    from netsurvey import aio
+
+    return aio.run(main())  # the scanner's loop (uvloop when installed)
 
 
 def run_netsurvey_procs(server: str, names: list[str], procs: int) -> dict:
@@ -217,7 +219,9 @@ def inner(args) -> dict:
         rows["netsurvey-fixed200"].append(run_netsurvey(server, [n.replace("n", "f", 1) for n in names], 200))
         if rnd == 0 or not args.quick_seq:
             rows["dnspython-seq"].append(run_dnspython(server, [n.replace("n", "s", 1) for n in names]))
-    out = {"names": args.names, "rounds": args.rounds, "server": server, "tools": {}}
+    from netsurvey.aio import loop_name
+
+    out = {"names": args.names, "rounds": args.rounds, "server": server, "event_loop": loop_name(), "tools": {}}
     for tool, rs in rows.items():
         qps = [args.names / r["seconds"] for r in rs]
         out["tools"][tool] = {
@@ -280,7 +284,7 @@ def main() -> None:
         print(json.dumps(res, indent=1))
         return
     print(f"{res['names']} A queries at {res['server']} (knot), {res['rounds']} alternating rounds, medians; "
-          f"zdns --threads {args.zdns_threads}")
+          f"zdns --threads {args.zdns_threads}; netsurvey on the {res['event_loop']} event loop")
     print(f"{'tool':22} {'queries/s':>10} {'CPU us/query':>13} {'lost':>6} {'retx':>6} {'cuts':>5} {'peak':>5}"
           "  per round")
     for tool, r in res["tools"].items():

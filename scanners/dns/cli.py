@@ -2,7 +2,6 @@
 measuring lives in ttl.py / ecs.py)."""
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 from typing import Optional
@@ -93,6 +92,7 @@ def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
 
 def _execute(kind: str, scanner, options, targets, params: dict, rows, table: str, rate: Optional[float],
              concurrency: int, as_json: bool) -> dict:
+    from netsurvey import aio
     from netsurvey.clictx import open_scan
     from netsurvey.scanning import run_scan
 
@@ -102,13 +102,14 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
         raise UsageError("--concurrency must be positive")
     if rate is not None and rate <= 0:
         raise UsageError("--rate must be positive")
-    ctx = open_scan(kind, params, packages=("dnspython",), rate_pps=rate)
+    params = dict(params, event_loop=aio.loop_name())  # recorded: the loop changes CPU per query
+    ctx = open_scan(kind, params, packages=("dnspython", "uvloop"), rate_pps=rate)
     scanner.init(options, ctx)
     if as_json:
         ctx.console.quiet = True
     w = writer(ctx.db, table)
     try:
-        counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write_many(rows(ctx.run.id, o)),
+        counts = aio.run(run_scan(scanner, targets, lambda o: w.write_many(rows(ctx.run.id, o)),
                                       concurrency=concurrency, show_progress=not as_json,
                                       description=f"{kind} scan"))
         w.close()
