@@ -1,0 +1,70 @@
+"""The default scan engine (Scanner.scan_many): every target yields exactly one outcome,
+never more than `concurrency` scans at once, a scan that raises is recorded, and a failure
+outside any one scan (the limiter) stops the run instead of hanging it."""
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+
+from netsurvey.config import SurveyConfig
+from netsurvey.etiquette import RateLimiter, TargetPolicy
+from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+
+
+class Flaky(Scanner):
+    """Sleeps a little; targets whose port is odd raise."""
+
+    name = "flaky"
+
+    def __init__(self):
+        self.active = self.peak = 0
+
+    async def scan(self, target):
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            await asyncio.sleep(0.001 * (target.port % 7))
+            if target.port % 2:
+                raise RuntimeError(f"port {target.port}")
+            return ScanOutcome(target, ScanStatus.SUCCESS, target.port)
+        finally:
+            self.active -= 1
+
+
+def _scanner(limiter=None) -> Flaky:
+    cfg = SurveyConfig()
+    s = Flaky()
+    s.init(None, ScanContext(db=None, run=None, config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+                             limiter=limiter or RateLimiter(1e9, 1e9)))
+    return s
+
+
+@pytest.mark.parametrize("concurrency", [1, 7, 100, 5000])
+def test_every_target_once_and_concurrency_bounded(concurrency):
+    s = _scanner()
+    targets = [ScanTarget(f"h{i}.test", "198.18.2.20", i) for i in range(1000)]
+    stored: list[ScanOutcome] = []
+    thresholds = gc.get_threshold()
+    counts = asyncio.run(run_scan(s, targets, stored.append, concurrency=concurrency, show_progress=False))
+    assert sorted(o.target.port for o in stored) == list(range(1000))
+    assert counts == {"success": 500, "unknown-error": 500}
+    assert all(o.error == f"RuntimeError: port {o.target.port}" for o in stored if o.status is not ScanStatus.SUCCESS)
+    assert s.peak == min(concurrency, 1000)
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0  # restored after the scan
+
+
+def test_a_failure_outside_the_scans_stops_the_run():
+    class Broken(RateLimiter):
+        async def acquire(self, dest):
+            raise OSError("limiter broke")
+
+    s = _scanner(Broken(10, 10))
+    targets = [ScanTarget(f"h{i}.test", "198.18.2.20", 2 * i) for i in range(50)]
+
+    async def main():
+        return await asyncio.wait_for(run_scan(s, targets, lambda o: None, concurrency=5, show_progress=False), 10)
+
+    with pytest.raises(OSError, match="limiter broke"):
+        asyncio.run(main())
