@@ -167,13 +167,8 @@ def run_scan_command(server: str, listname: str, n: int, procs: int, config: Pat
     seconds = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"scan dns-ttl failed: {p.stderr[-1000:]}")
-    last = p.stdout.strip().splitlines()[-1]
-    if procs > 1:  # "run N: P shards of '...' finished (success S, targets T)"
-        counts = dict(kv.split(" ") for kv in last.rsplit("(", 1)[1].rstrip(")").split(", "))
-        success = int(counts.get("success", 0))
-    else:
-        success = json.loads(last)["counts"].get("success", 0)
-    return {"seconds": seconds, "answers": success}
+    run = json.loads(p.stdout.strip().splitlines()[-1])  # with --procs: the run's line, after the shards'
+    return {"seconds": seconds, "answers": int(run["counts"].get("success", 0))}
 
 
 def end_to_end(args, server: str) -> dict:

@@ -354,17 +354,22 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
         run_id, rcs = run_local(state.db, tail, n,
                                 on_shard=lambda i, rc: rc == 2 or err.print(
                                     f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
-        failed = sorted(i for i, rc in rcs.items() if rc)
-        if failed and all(rc == 2 for rc in rcs.values()):
+        if rcs and all(rc == 2 for rc in rcs.values()):
             sys.exit(2)  # bad input: every shard said why
-        if failed:
-            raise SystemExit(f"run {run_id}: shards {', '.join(map(str, failed))} of {n} failed twice; "
-                             "their targets are not in the run")
         with state.db.connect() as conn:
-            counts = conn.execute("SELECT counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()[0] or {}
-        total = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' finished ({total})", highlight=False,
-                  soft_wrap=True)
+            status, counts = conn.execute("SELECT status, counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+        counts = counts or {}
+        if "--json" in tail:  # the shards printed theirs; this last line is the run's
+            print(json.dumps({"run_id": run_id, "status": status, "counts": counts,
+                              "shards": {str(i): rc for i, rc in rcs.items()}}))
+        else:
+            total = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' {status} ({total})", highlight=False,
+                      soft_wrap=True)
+        if status != "finished":
+            failed = sorted(i for i, rc in rcs.items() if rc) or "?"
+            raise SystemExit(f"run {run_id} {status}: shard(s) {', '.join(map(str, failed))} of {n} failed; "
+                             "see 'netsurvey runs'")
         return None
     return head + tail
 

@@ -243,9 +243,9 @@ def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tu
     its own process (one per core: a scanner's engine is one asyncio loop), into one run.
     Shards are forked from this process, which has the command line imported already (no
     start-up per shard); each dies with it. A shard that exits non-zero, other than 2 (bad
-    input), is run once more (its rows were never committed). Returns (run id, {shard: exit
-    code of its last attempt}); ``on_shard(shard, rc)`` is called as each shard ends. The
-    run's status becomes 'finished' when every shard committed, else 'failed'."""
+    input), is run once more if it committed nothing. Returns (run id, {shard: exit code of
+    its last attempt}); ``on_shard(shard, rc)`` is called as each shard ends. The run's
+    status becomes 'finished' when every shard committed as finished, else 'failed'."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
@@ -260,23 +260,35 @@ def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tu
         p.start()
         return p
 
+    def committed(shard: int) -> bool:
+        with db.connect() as conn:
+            return conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
+                                (run_id, shard)).fetchone() is not None
+
     running = {start(i, 1): (i, 1) for i in range(procs)}
     rcs: dict[int, int] = {}
-    while running:
-        for sentinel in wait([p.sentinel for p in running]):
-            p = next(q for q in running if q.sentinel == sentinel)
-            shard, attempt = running.pop(p)
+    try:
+        while running:
+            for sentinel in wait([p.sentinel for p in running]):
+                p = next(q for q in running if q.sentinel == sentinel)
+                shard, attempt = running.pop(p)
+                p.join()
+                rc = p.exitcode if p.exitcode is not None else 1
+                # again only if the shard left nothing: a scan that failed inside commits its
+                # shard as 'failed' (and the run becomes 'failed'), and a retry would only
+                # find its job_shard row and exit 0
+                if rc not in (0, 2) and attempt < LOCAL_ATTEMPTS and not committed(shard):
+                    running[start(shard, attempt + 1)] = (shard, attempt + 1)
+                    continue
+                rcs[shard] = rc
+                if on_shard is not None:
+                    on_shard(shard, rc)
+    finally:
+        for p in running:  # interrupted (Ctrl-C, SIGTERM): the shards go with us
+            p.kill()
             p.join()
-            rc = p.exitcode if p.exitcode is not None else 1
-            if rc not in (0, 2) and attempt < LOCAL_ATTEMPTS:
-                running[start(shard, attempt + 1)] = (shard, attempt + 1)
-                continue
-            rcs[shard] = rc
-            if on_shard is not None:
-                on_shard(shard, rc)
-    if any(rcs.values()):
         with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
-            conn.execute("UPDATE scan_run SET status = 'failed', finished_at = now() WHERE id = %s "
+            conn.execute("UPDATE scan_run SET status = 'failed', finished_at = clock_timestamp() WHERE id = %s "
                          "AND status IN ('queued', 'running')", (run_id,))
     return run_id, dict(sorted(rcs.items()))
 

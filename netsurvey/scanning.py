@@ -13,6 +13,7 @@ Scanners with their own packet engine (e.g. raw-socket TFO probing) override
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import gc
 import os
@@ -84,6 +85,9 @@ class Scanner(ABC):
 
     #: scan_run.kind, e.g. "tfo", "tls", "quic", "dns-ttl".
     name: ClassVar[str]
+    #: Run with the garbage collector quieted (see ``_quiet_gc``): for scanners that build
+    #: few reference cycles (not aioquic's connections, which rely on frequent collections).
+    quiet_gc: ClassVar[bool] = False
 
     def init(self, options: Any, ctx: ScanContext) -> None:
         self.options = options
@@ -105,9 +109,11 @@ class Scanner(ABC):
         live = 0
 
         failed: list[BaseException] = []  # what a worker could not record (e.g. the limiter failing)
+        stopping = False  # set when this generator ends: only then is a worker's cancellation ours
 
         async def worker() -> None:
             nonlocal live
+            me = asyncio.current_task()
             try:
                 for t in it:
                     await limiter.acquire(t.address)
@@ -115,10 +121,17 @@ class Scanner(ABC):
                         o = await scan(t)
                     except Exception as exc:  # a failing target is recorded, the scan continues
                         o = ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, f"{type(exc).__name__}: {exc}"[:300])
+                    except asyncio.CancelledError:
+                        if stopping or me.cancelling():
+                            raise
+                        # a cancellation from inside scan() (e.g. a shared future): recorded
+                        o = ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, "CancelledError inside the scan")
                     ready.append(o)
                     wake.set()
             except asyncio.CancelledError:
-                raise
+                if stopping or me.cancelling():
+                    raise
+                failed.append(RuntimeError("a scan worker was cancelled from outside"))
             except BaseException as exc:
                 failed.append(exc)
             finally:
@@ -141,6 +154,7 @@ class Scanner(ABC):
                 wake.clear()
                 await wake.wait()
         finally:
+            stopping = True
             for w in workers:
                 w.cancel()
 
@@ -190,17 +204,39 @@ async def run_scan(
         _print_plan(scanner, allowed, counts.get("blocked", 0), concurrency)
         ctx.run.finish("cancelled", {"dry-run-targets": len(allowed)})
         raise SystemExit(0)
-    # The targets, modules and config live until the end: keep the cyclic garbage collector
-    # from walking them again and again (a scan of 100,000 names spent ~15 % of its time
-    # there), and collect the young generation less often (a scan allocates per packet).
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
-    try:
+    if not scanner.quiet_gc:
         return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
+    with _quiet_gc():
+        return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
+
+
+_gc_holds = 0  # scans inside _quiet_gc now (two may overlap in one loop)
+_gc_saved: tuple = ()  # the thresholds before the first of them
+
+
+@contextlib.contextmanager
+def _quiet_gc():
+    """While a scanner with ``quiet_gc`` runs: the targets, modules and config live until
+    the end, so keep the cyclic garbage collector from walking them again and again (a DNS
+    scan of 100,000 names spent ~15 % of its time there) and collect the young generation
+    less often (such a scanner allocates per packet but makes few cycles). Freezes only if
+    nothing else froze; the outermost use restores the thresholds."""
+    global _gc_holds, _gc_saved
+    froze = gc.get_freeze_count() == 0
+    if froze:
+        gc.freeze()
+    if _gc_holds == 0:
+        _gc_saved = gc.get_threshold()
+        gc.set_threshold(max(_gc_saved[0], 50_000), *_gc_saved[1:])
+    _gc_holds += 1
+    try:
+        yield
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        _gc_holds -= 1
+        if _gc_holds == 0:
+            gc.set_threshold(*_gc_saved)
+        if froze:
+            gc.unfreeze()
 
 
 async def _scan_all(scanner: Scanner, allowed: Sequence[ScanTarget], record, counts: dict[str, int],

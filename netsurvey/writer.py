@@ -74,11 +74,12 @@ class ResultWriter:
         self.batch_rows = batch_rows
         self.retry_seconds = retry_seconds
         self._buf: list[Sequence[Any]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a signal handler's flush may interrupt a holder
         self.rows_written = 0
         self.closed = False
         self._background = background
-        self._pending: Optional[threading.Thread] = None  # the batch being written in the background
+        self._pending: Optional[threading.Thread] = None  # the thread writing ``_inflight``
+        self._inflight: Optional[list] = None  # the batch handed to it (None once written or taken back)
         self._failed: Optional[BaseException] = None
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in self.columns)
         fmt = sql.SQL(" (FORMAT BINARY)") if self.types else sql.SQL("")
@@ -96,22 +97,35 @@ class ResultWriter:
 
     def _flush_in_background(self) -> None:
         self._wait_pending()
-        rows, self._buf = self._buf, []
+        t = threading.Thread(target=self._write_inflight, name=f"writer-{self.table}", daemon=True)
+        with self._lock:  # the batch is always reachable from self: in _buf or in _inflight
+            self._inflight, self._buf = self._buf, []
+            self._pending = t
+        t.start()
 
-        def run() -> None:
-            try:
-                self._write_batch(rows)
-            except BaseException as exc:
-                with self._lock:
-                    self._buf[:0] = rows  # kept: the next flush tries again
-                self._failed = exc
-
-        self._pending = threading.Thread(target=run, name=f"writer-{self.table}", daemon=True)
-        self._pending.start()
+    def _write_inflight(self) -> None:
+        rows = self._inflight
+        if rows is None:
+            return  # taken back before this thread ran (see _wait_pending)
+        try:
+            self._write_batch(rows)
+        except BaseException as exc:
+            with self._lock:
+                self._buf[:0] = rows  # kept: the next flush tries again
+            self._failed = exc
+        finally:
+            self._inflight = None
 
     def _wait_pending(self) -> None:
-        if self._pending is not None:
-            self._pending.join()
+        t = self._pending
+        if t is not None:
+            if t.ident is None:  # not started (a signal handler's flush between hand-over and start)
+                with self._lock:
+                    if self._inflight is not None:
+                        self._buf[:0] = self._inflight
+                        self._inflight = None
+            else:
+                t.join()
             self._pending = None
         if self._failed is not None:
             exc, self._failed = self._failed, None

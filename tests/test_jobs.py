@@ -221,6 +221,27 @@ def test_real_scanner_sharded_equals_inline(db, tmp_path, testbed):
     assert local == inline and shards == 2
 
 
+def test_procs_shard_that_failed_inside_is_reported_not_retried(db, tmp_path, testbed):
+    """A shard whose scan failed commits itself as 'failed': --procs says so (exit 1, the
+    shard named), the run is 'failed', and the shard is not run again (a retry would find
+    its row and exit 0, hiding the failure)."""
+    import_list(db, tmp_path, 40, "procsfail")
+    env = dict(os.environ, **PLUGIN)
+    env.pop("NETSURVEY_DSN", None)
+    r = subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
+                        "netsurvey.cli", "--dsn", db.dsn, "scan", "tcp-connect", "--list", "procsfail",
+                        "--fail-shard", "1", "--procs", "2"], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "shard(s) 1 of 2 failed" in r.stderr and "shard 2/2 failed (exit 1)" in r.stderr
+    with db.connect() as conn:
+        run_id, status = conn.execute("SELECT id, status FROM scan_run WHERE kind = 'tcp-connect' "
+                                      "ORDER BY id DESC LIMIT 1").fetchone()
+        shards = conn.execute("SELECT shard, status, attempt FROM job_shard WHERE run_id = %s ORDER BY 1",
+                              (run_id,)).fetchall()
+    assert status == "failed" and shards == [(0, "finished", 1), (1, "failed", 1)]
+
+
 def test_procs_shards_read_the_given_config(db, tmp_path, testbed):
     """--config reaches the shards: a config that blocks the nameserver stops every shard
     (exit 2, nothing probed) where the default config would let them scan."""

@@ -41,18 +41,48 @@ def _scanner(limiter=None) -> Flaky:
     return s
 
 
-@pytest.mark.parametrize("concurrency", [1, 7, 100, 5000])
-def test_every_target_once_and_concurrency_bounded(concurrency):
+@pytest.mark.parametrize("concurrency,quiet_gc", [(1, False), (7, True), (100, False), (5000, True)])
+def test_every_target_once_and_concurrency_bounded(concurrency, quiet_gc):
     s = _scanner()
+    s.quiet_gc = quiet_gc
     targets = [ScanTarget(f"h{i}.test", "198.18.2.20", i) for i in range(1000)]
     stored: list[ScanOutcome] = []
     thresholds = gc.get_threshold()
+    seen_gc = []
+    s.scan = _watching(s.scan, seen_gc)
     counts = asyncio.run(run_scan(s, targets, stored.append, concurrency=concurrency, show_progress=False))
     assert sorted(o.target.port for o in stored) == list(range(1000))
     assert counts == {"success": 500, "unknown-error": 500}
     assert all(o.error == f"RuntimeError: port {o.target.port}" for o in stored if o.status is not ScanStatus.SUCCESS)
     assert s.peak == min(concurrency, 1000)
     assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0  # restored after the scan
+    assert seen_gc[0] == ((max(thresholds[0], 50_000), *thresholds[1:]) if quiet_gc else thresholds)
+
+
+def _watching(scan, seen: list):
+    async def watched(target):
+        seen.append(gc.get_threshold())
+        return await scan(target)
+    return watched
+
+
+def test_a_cancellation_inside_one_scan_is_recorded_not_lost():
+    s = _scanner()
+    inner = s.scan
+
+    async def scan(target):
+        if target.port == 4:
+            fut = asyncio.get_running_loop().create_future()
+            fut.cancel()
+            await fut  # e.g. a shared future someone else cancelled
+        return await inner(target)
+
+    s.scan = scan
+    stored: list[ScanOutcome] = []
+    targets = [ScanTarget(f"h{i}.test", "198.18.2.20", 2 * i) for i in range(10)]
+    counts = asyncio.run(run_scan(s, targets, stored.append, concurrency=3, show_progress=False))
+    assert sorted(o.target.port for o in stored) == [2 * i for i in range(10)]
+    assert counts == {"success": 9, "unknown-error": 1}
 
 
 def test_a_failure_outside_the_scans_stops_the_run():

@@ -86,6 +86,7 @@ class EcsScanner(Scanner):
     """``scan dns-ecs``: see module docstring."""
 
     name = "dns-ecs"
+    quiet_gc = True  # few reference cycles, many long-lived targets
 
     def init(self, options: EcsOptions, ctx) -> None:
         super().init(options, ctx)

@@ -131,6 +131,7 @@ class TtlScanner(Scanner):
     walker and their caches are shared by all targets of a run."""
 
     name = "dns-ttl"
+    quiet_gc = True  # few reference cycles, many long-lived targets
 
     def init(self, options: TtlOptions, ctx) -> None:
         super().init(options, ctx)

@@ -46,7 +46,8 @@ class TcpConnectScanner(Scanner):
 def register(app, scan_app) -> None:
     @scan_app.command("tcp-connect")
     def tcp_connect(list_name: str = typer.Option(..., "--list"), delay: float = typer.Option(0.0, "--delay"),
-                    concurrency: int = typer.Option(10, "--concurrency")) -> None:
+                    concurrency: int = typer.Option(10, "--concurrency"),
+                    fail_shard: int = typer.Option(-1, "--fail-shard", help="this shard fails after scanning")) -> None:
         """(test plugin) TCP connect to 198.19.x.y per target."""
         ctx = open_scan("tcp-connect", {"list": list_name, "delay": delay})
         with ctx.db.connect() as conn:
@@ -64,4 +65,10 @@ def register(app, scan_app) -> None:
 
         counts = asyncio.run(run_scan(s, targets, store, concurrency=concurrency))
         w.close()
+        from netsurvey import shard
+
+        spec = shard.current()
+        if spec is not None and spec.index == fail_shard:  # as a scanner that raised: commit as failed, exit 1
+            ctx.run.finish("failed", counts)
+            raise SystemExit(1)
         ctx.run.finish("finished", counts)
