@@ -351,24 +351,21 @@ def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
         if config:  # the shards read the same survey config (etiquette limits included)
             _os.environ["NETSURVEY_CONFIG"] = str(Path(config).resolve())
         _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(config))
-        run_id, rcs = run_local(state.db, tail, n,
-                                on_shard=lambda i, rc: rc == 2 or err.print(
-                                    f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
-        if rcs and all(rc == 2 for rc in rcs.values()):
+        run = run_local(state.db, tail, n, on_shard=lambda i, rc: rc == 2 or err.print(
+            f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
+        codes = run.exit_codes
+        if codes and all(rc == 2 for rc in codes.values()):
             sys.exit(2)  # bad input: every shard said why
-        with state.db.connect() as conn:
-            status, counts = conn.execute("SELECT status, counts FROM scan_run WHERE id = %s", (run_id,)).fetchone()
-        counts = counts or {}
         if "--json" in tail:  # the shards printed theirs; this last line is the run's
-            print(json.dumps({"run_id": run_id, "status": status, "counts": counts,
-                              "shards": {str(i): rc for i, rc in rcs.items()}}))
+            print(json.dumps({"run_id": run.run_id, "status": run.status, "counts": run.counts,
+                              "shards": {str(i): rc for i, rc in codes.items()}}))
         else:
-            total = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-            out.print(f"run {run_id}: {n} shards of '{' '.join(tail)}' {status} ({total})", highlight=False,
-                      soft_wrap=True)
-        if status != "finished":
-            failed = sorted(i for i, rc in rcs.items() if rc) or "?"
-            raise SystemExit(f"run {run_id} {status}: shard(s) {', '.join(map(str, failed))} of {n} failed; "
+            total = ", ".join(f"{k} {v}" for k, v in sorted(run.counts.items()))
+            out.print(f"run {run.run_id}: {n} shards of '{' '.join(tail)}' {run.status} ({total})",
+                      highlight=False, soft_wrap=True)
+        if run.status != "finished":
+            failed = ", ".join(str(i + 1) for i, rc in codes.items() if rc) or "?"  # 1-based, as above
+            raise SystemExit(f"run {run.run_id} {run.status}: shard(s) {failed} of {n} failed; "
                              "see 'netsurvey runs'")
         return None
     return head + tail

@@ -17,6 +17,11 @@ class State:
     _config: Optional[SurveyConfig] = None
     _db: Optional[Database] = None
 
+    def forget(self) -> None:
+        """Drop the cached config and database (a process forked from a running command
+        reads them anew from its options and environment)."""
+        self._config = self._db = None
+
     @property
     def config(self) -> SurveyConfig:
         if self._config is None:

@@ -28,6 +28,7 @@ import re
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -152,7 +153,7 @@ def _shard_main(argv: list[str], env: dict[str, str], worker_pid: int) -> None:
     from netsurvey.clictx import state
     from netsurvey.cli import main
 
-    state._db = state._config = None  # forked from a running command: read DSN and config anew
+    state.forget()  # forked from a running command: read DSN and config anew
     main()
 
 
@@ -234,18 +235,29 @@ def _insert_queued_run(db: Database, argv: list[str], shards: int, note: str | N
             (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
 
 
-#: Attempts per shard of a local run (a shard that failed left nothing behind; see shard.py).
+#: Attempts per shard of a local run (again only when the shard committed nothing).
 LOCAL_ATTEMPTS = 2
 
 
-def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tuple[int, dict[int, int]]:
+@dataclass(frozen=True)
+class LocalRun:
+    """How a ``--procs`` run ended: its ``status`` ('finished' or 'failed'), ``counts``
+    summed over the shards, and the exit code of each shard's last attempt."""
+
+    run_id: int
+    status: str
+    counts: dict
+    exit_codes: dict[int, int]
+
+
+def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> LocalRun:
     """Run ``argv`` (a 'scan ...' command) as ``procs`` shards at once on this machine, each in
     its own process (one per core: a scanner's engine is one asyncio loop), into one run.
     Shards are forked from this process, which has the command line imported already (no
     start-up per shard); each dies with it. A shard that exits non-zero, other than 2 (bad
-    input), is run once more if it committed nothing. Returns (run id, {shard: exit code of
-    its last attempt}); ``on_shard(shard, rc)`` is called as each shard ends. The run's
-    status becomes 'finished' when every shard committed as finished, else 'failed'."""
+    input), is run once more if it committed nothing; ``on_shard(shard, rc)`` is called as
+    each shard ends. The run's status becomes 'finished' when every shard committed as
+    finished, else 'failed'."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
@@ -290,7 +302,9 @@ def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> tu
         with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
             conn.execute("UPDATE scan_run SET status = 'failed', finished_at = clock_timestamp() WHERE id = %s "
                          "AND status IN ('queued', 'running')", (run_id,))
-    return run_id, dict(sorted(rcs.items()))
+            status, counts = conn.execute("SELECT status, counts FROM scan_run WHERE id = %s",
+                                          (run_id,)).fetchone()
+    return LocalRun(run_id, status, counts or {}, dict(sorted(rcs.items())))
 
 
 def start_command(db: Database, argv: list[str], shards: int, *, app: procrastinate.App | None = None,

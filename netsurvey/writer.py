@@ -110,20 +110,23 @@ class ResultWriter:
         try:
             self._write_batch(rows)
         except BaseException as exc:
-            with self._lock:
-                self._buf[:0] = rows  # kept: the next flush tries again
+            self._keep(rows)
             self._failed = exc
         finally:
             self._inflight = None
+
+    def _keep(self, rows: list) -> None:
+        """Put a batch that was not written back in front of the buffer (the next flush
+        tries it again, in order)."""
+        with self._lock:
+            self._buf[:0] = rows
 
     def _wait_pending(self) -> None:
         t = self._pending
         if t is not None:
             if t.ident is None:  # not started (a signal handler's flush between hand-over and start)
-                with self._lock:
-                    if self._inflight is not None:
-                        self._buf[:0] = self._inflight
-                        self._inflight = None
+                rows, self._inflight = self._inflight, None
+                self._keep(rows or [])
             else:
                 t.join()
             self._pending = None
@@ -149,8 +152,7 @@ class ResultWriter:
         try:
             self._write_batch(rows)
         except BaseException:
-            with self._lock:
-                self._buf[:0] = rows
+            self._keep(rows)
             raise
         return self.rows_written - before
 

@@ -233,7 +233,7 @@ def test_procs_shard_that_failed_inside_is_reported_not_retried(db, tmp_path, te
                         "--fail-shard", "1", "--procs", "2"], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 1, (r.returncode, r.stderr)
-    assert "shard(s) 1 of 2 failed" in r.stderr and "shard 2/2 failed (exit 1)" in r.stderr
+    assert "shard(s) 2 of 2 failed" in r.stderr and "shard 2/2 failed (exit 1)" in r.stderr
     with db.connect() as conn:
         run_id, status = conn.execute("SELECT id, status FROM scan_run WHERE kind = 'tcp-connect' "
                                       "ORDER BY id DESC LIMIT 1").fetchone()

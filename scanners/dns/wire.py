@@ -11,6 +11,7 @@ reference parser in the tests.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
@@ -125,21 +126,13 @@ def build_query(name: str, rtype: int, *, rd: bool = False, edns_payload: Option
                 ecs: Optional[EcsOption] = None) -> bytes:
     """A query with ID 0 (patch it with :func:`with_id`). ``edns_payload`` None sends no
     OPT record (plain DNS, 512-byte UDP limit); ECS needs EDNS."""
-    if ecs is None:
-        tail = _PLAIN_TAILS.get((rtype, rd, edns_payload))
-        if tail is None:
-            tail = _PLAIN_TAILS[(rtype, rd, edns_payload)] = _query_tail(rtype, rd, edns_payload, None)
-        head, end = tail
-        return head + encode_name(name) + end
-    head, end = _query_tail(rtype, rd, edns_payload, ecs)
+    head, end = _query_frame(rtype, rd, edns_payload, ecs)
     return head + encode_name(name) + end
 
 
-#: (rtype, rd, edns_payload) -> (header, bytes after the name) of queries without ECS
-_PLAIN_TAILS: dict = {}
-
-
-def _query_tail(rtype: int, rd: bool, edns_payload: Optional[int], ecs: Optional[EcsOption]) -> tuple[bytes, bytes]:
+@functools.lru_cache(maxsize=4096)
+def _query_frame(rtype: int, rd: bool, edns_payload: Optional[int], ecs: Optional[EcsOption]) -> tuple[bytes, bytes]:
+    """(header, bytes after the name) of a query: the same for every name, so built once."""
     flags = FLAG_RD if rd else 0
     arcount = 1 if (edns_payload is not None or ecs is not None) else 0
     end = struct.pack("!HH", rtype, CLASS_IN)
