@@ -251,6 +251,7 @@ def sim_pageload(
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     app.add_typer(simulate_app, name="simulate")
+    _register_plot(app)
 
     @app.command("report")
     def report_cmd(
@@ -269,3 +270,53 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         else:
             print(f"{summary['index']}: {summary['rendered']} figures/tables rendered, "
                   f"{summary['missing']} without data")
+
+
+def demo_steps():
+    """This package's demo step (netsurvey/plugins.py)."""
+    from . import demo
+
+    return [(90, demo.STEP, demo.run)]
+
+
+def _register_plot(app: typer.Typer) -> None:
+    import json
+    from typing import Optional
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from netsurvey.clictx import migrated_db
+
+    out = Console()
+
+    @app.command("plot")
+    def plot_cmd(
+        name: Optional[str] = typer.Argument(None, help="Figure or table name (see --list)."),
+        runs: list[int] = typer.Option([], "--run", help="scan_run id(s) to use (default: the latest run)."),
+        out_dir: Path = typer.Option(Path("out/figures"), "--out", help="Output directory."),
+        list_: bool = typer.Option(False, "--list", help="List every figure with its source tables."),
+        as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    ) -> None:
+        """Write a figure (PNG + SVG + CSV) or table (CSV) from the database; never touches the network."""
+        from .figures import load_all, render
+
+        if list_ or name is None:
+            specs = load_all()
+            if as_json:
+                print(json.dumps([{"name": s.name, "sources": list(s.sources), "thesis": s.thesis,
+                                   "description": s.description} for s in specs.values()]))
+                return
+            t = Table("name", "thesis", "source tables", "what")
+            for s in specs.values():
+                t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
+            out.print(t)
+            return
+        ctx = render(migrated_db(), name, out_dir, runs)
+        if as_json:
+            print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
+        else:
+            for p in ctx.written:
+                out.print(str(p))
+
+

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan, state
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
 
 atlas_app = typer.Typer(no_args_is_help=True,
                         help="RIPE Atlas: resolver RTT campaign (thesis 2.4.1, 9.4.2).")
@@ -95,7 +96,7 @@ def _api(host: Optional[str], ca_bundle: Optional[Path], need_key: bool = True):
     return cfg, api_options(cfg, host, str(ca_bundle) if ca_bundle else None, need_key)
 
 
-@atlas_app.command("run")
+@measurement(atlas_app, "atlas", command="run", tables=("atlas_measurement", "atlas_result"))
 def run_cmd(
     probes: List[str] = typer.Option(..., "--probes", help="Probe source TYPE:VALUE (repeatable): "
                                      "country:DE, asn:3320, area:WW, prefix:P, probes:1,2,3."),
@@ -207,3 +208,10 @@ def _check_run(db, run: int) -> None:
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     app.add_typer(atlas_app, name="atlas")
+
+
+def demo_steps():
+    """This package's demo step (netsurvey/plugins.py)."""
+    from . import demo
+
+    return [(60, demo.STEP, demo.run)]

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 import typer
 
+from netsurvey.measure import measurement
+
 from netsurvey.errors import UsageError
 
 TLS_TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
@@ -51,7 +53,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     browser_app = typer.Typer(no_args_is_help=True, help="Real browsers: page-load logger and tracking probes.")
     app.add_typer(browser_app, name="browser")
 
-    @browser_app.command("pageload")
+    @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"))
     def pageload(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list: visits https://HOSTNAME/."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets of the list."),
@@ -87,7 +89,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             _allowed_urls(urls, TargetPolicy.from_config(state.config.etiquette))
         ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout},
-                        packages=("selenium",))
+                        packages=("selenium",), targets=urls, concurrency=browsers)
         store = VisitStore(db, ctx.run.id)
         err = Console(stderr=True)
         try:
@@ -110,7 +112,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(f"run {ctx.run.id}: {len(urls)} visits, {counts['complete']} complete, "
                   f"{counts['incomplete']} incomplete, {counts['restarts']} browser restarts")
 
-    @browser_app.command("track")
+    @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",))
     def track(
         browser: str = typer.Option("chromium", "--browser", help="chromium or firefox."),
         test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
@@ -248,3 +250,10 @@ def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list
                  b(r.get("server_session_id")), r.get("server_accepted_psk"), b(r.get("issued_ticket")),
                  r.get("issued_ticket_lifetime_s"), r.get("client_app", app), r.get("fingerprint"),
                  b(r.get("issued_tfo_cookie"))))
+
+
+def demo_steps():
+    """This package's demo step (netsurvey/plugins.py)."""
+    from . import demo
+
+    return [(70, demo.STEP, demo.run)]

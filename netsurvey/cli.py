@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -191,37 +190,6 @@ def demo_cmd() -> None:
     raise typer.Exit(run_demo(state, out))
 
 
-# -- plot ----------------------------------------------------------------------------
-@app.command("plot")
-def plot_cmd(
-    name: Optional[str] = typer.Argument(None, help="Figure or table name (see --list)."),
-    runs: list[int] = typer.Option([], "--run", help="scan_run id(s) to use (default: the latest run)."),
-    out_dir: Path = typer.Option(Path("out/figures"), "--out", help="Output directory."),
-    list_: bool = typer.Option(False, "--list", help="List every figure with its source tables."),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
-) -> None:
-    """Write a figure (PNG + SVG + CSV) or table (CSV) from the database; never touches the network."""
-    from analysis.figures import load_all, render
-
-    if list_ or name is None:
-        specs = load_all()
-        if as_json:
-            print(json.dumps([{"name": s.name, "sources": list(s.sources), "thesis": s.thesis,
-                               "description": s.description} for s in specs.values()]))
-            return
-        t = Table("name", "thesis", "source tables", "what")
-        for s in specs.values():
-            t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
-        out.print(t)
-        return
-    ctx = render(migrated_db(), name, out_dir, runs)
-    if as_json:
-        print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
-    else:
-        for p in ctx.written:
-            out.print(str(p))
-
-
 # -- workers, runs, schedules ---------------------------------------------------------
 runs_app = typer.Typer(help="Scan runs: progress, shards, cancel.", invoke_without_command=True)
 schedule_app = typer.Typer(no_args_is_help=True, help="Campaigns declared in config/schedule.toml.")
@@ -314,102 +282,11 @@ def schedule_start(name: str = typer.Argument(..., help="A rounds x interval ent
     out.print(f"{name}: {len(ids)} rounds queued as runs {ids[0]}..{ids[-1]}")
 
 
-def _intercept_scan_flags(argv: list[str]) -> list[str] | None:
-    """Handle `scan ... --shards N` (queue instead of running), `--procs N` (run N shards
-    here at once) and `--dry-run` for every scanner in one place. Returns the argv to run,
-    or None when the command was queued or run as shards."""
-    import os as _os
-
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):   # global options and their values
-        i += 1 if "=" in argv[i] or argv[i] == "--help" else 2
-    if i >= len(argv) or argv[i] != "scan":
-        return argv
-    head, tail = argv[:i], argv[i:]
-    if "--dry-run" in tail:
-        tail.remove("--dry-run")
-        _os.environ["NETSURVEY_DRY_RUN"] = "1"
-    shards, procs = _pop_count(tail, "--shards"), _pop_count(tail, "--procs")
-    if shards is not None and procs is not None:
-        raise UsageError("--shards (queue for workers) and --procs (run here) do not go together")
-    if shards is not None:
-        n = shards
-        # parse the global options (--dsn/--config) so the queue uses the same database
-        from .jobs import start_command
-
-        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(_opt(head, "--config")))
-        run_id = start_command(state.db, tail, n)
-        out.print(f"queued run {run_id}: {n} shards of '{' '.join(tail)}'; start workers with 'netsurvey worker'")
-        return None
-    if procs is not None:
-        n = procs
-        if "NETSURVEY_DRY_RUN" in _os.environ:
-            raise UsageError("--procs and --dry-run do not go together (dry-run the command alone)")
-        from .jobs import run_local
-
-        config = _opt(head, "--config")
-        if config:  # the shards read the same survey config (etiquette limits included)
-            _os.environ["NETSURVEY_CONFIG"] = str(Path(config).resolve())
-        _global(dsn=_opt(head, "--dsn") or _os.environ.get("NETSURVEY_DSN"), config=_path(config))
-        run = run_local(state.db, tail, n, on_shard=lambda i, rc: rc == 2 or err.print(
-            f"run: shard {i + 1}/{n} {'done' if rc == 0 else f'failed (exit {rc})'}"))
-        codes = run.exit_codes
-        if codes and all(rc == 2 for rc in codes.values()):
-            sys.exit(2)  # bad input: every shard said why
-        if "--json" in tail:  # the shards printed theirs; this last line is the run's
-            print(json.dumps({"run_id": run.run_id, "status": run.status, "counts": run.counts,
-                              "shards": {str(i): rc for i, rc in codes.items()}}))
-        else:
-            total = ", ".join(f"{k} {v}" for k, v in sorted(run.counts.items()))
-            out.print(f"run {run.run_id}: {n} shards of '{' '.join(tail)}' {run.status} ({total})",
-                      highlight=False, soft_wrap=True)
-        if run.status != "finished":
-            failed = ", ".join(str(i + 1) for i, rc in codes.items() if rc) or "?"  # 1-based, as above
-            raise SystemExit(f"run {run.run_id} {run.status}: shard(s) {failed} of {n} failed; "
-                             "see 'netsurvey runs'")
-        return None
-    return head + tail
-
-
-def _pop_count(tail: list[str], flag: str) -> int | None:
-    """Remove ``flag N`` from ``tail`` and return N (None if absent)."""
-    if flag not in tail:
-        return None
-    j = tail.index(flag)
-    try:
-        n = int(tail[j + 1])
-    except (IndexError, ValueError):
-        raise UsageError(f"{flag} needs a whole number") from None
-    del tail[j:j + 2]
-    return n
-
-
-def _opt(args: list[str], name: str) -> str | None:
-    for k, a in enumerate(args):
-        if a == name and k + 1 < len(args):
-            return args[k + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def _path(v: str | None) -> Path | None:
-    return Path(v) if v else None
-
-
-#: Packages that add commands: each has a module ``cli`` with ``register(app, scan_app)``.
-PLUGIN_CLIS = ["scanners.tfo.cli", "scanners.tls.cli", "scanners.quic.cli", "scanners.dns.cli",
-               "atlas.cli", "browser_probes.cli", "analysis.cli"]
-
-
 def _register_subapps() -> None:
-    from testbed.cli import testbed_app
+    """Commands and measurements of every plugin (entry points; see plugins.py)."""
+    from .plugins import plugins
 
-    from .plugins import import_present
-
-    app.add_typer(testbed_app, name="testbed")
-    extra = [m for m in os.environ.get("NETSURVEY_PLUGINS", "").split(",") if m]
-    for m in import_present(PLUGIN_CLIS + extra):
+    for m in plugins():
         m.register(app, scan_app)
 
 
@@ -417,11 +294,27 @@ _register_subapps()
 
 
 def main() -> None:
+    from .clicompat import Abort as _Abort, Exit as _Exit, click_exceptions as click
+
     try:
-        argv = _intercept_scan_flags(sys.argv[1:])
-        if argv is None:
-            return
-        app(args=argv, prog_name="netsurvey", standalone_mode=True)
+        rv = app(args=sys.argv[1:], prog_name="netsurvey", standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+    except click.NoArgsIsHelpError as exc:  # 'netsurvey scan' alone: its help
+        print(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(2)
+    except click.UsageError as exc:  # bad option or value: one line, exit 2
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        err.print(f"netsurvey: error: {where}{exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(2)
+    except _Exit as exc:
+        sys.exit(exc.exit_code)
+    except _Abort:
+        err.print("netsurvey: aborted", highlight=False, markup=False)
+        sys.exit(130)
+    except click.ClickException as exc:
+        err.print(f"netsurvey: error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
     except UsageError as exc:
         err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from .config import SurveyConfig, load_config
 from .db import Database
+from .errors import UsageError
 
 
 class State:
@@ -48,10 +49,24 @@ def migrated_db() -> Database:
 
 
 def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), namespace: str | None = None,
-              rate_pps: float | None = None):
-    """Start a ``scan_run`` and build the ScanContext (policy, rate limiter) for it."""
+              rate_pps: float | None = None, targets=None, concurrency: int | None = None):
+    """The run path's one door to the network: open the ``scan_run`` and build the
+    ScanContext (policy, rate limiter) for it.
+
+    - Rates: ``rate_pps`` from the command line may only lower ``etiquette.rate_pps``; in a
+      shard, both limits are divided by the number of shards (N shards may run at once, the
+      run as a whole never exceeds the configured rates).
+    - Dry run: the run is recorded as ``cancelled`` with what would be probed (``targets``,
+      ScanTargets or addresses, when the command knows them before probing), the plan is
+      printed, and :class:`~netsurvey.measure.DryRunDone` ends the command: nothing after
+      this call runs, so nothing is contacted.
+    - The config file used and its sha256 are recorded with the run's parameters.
+    """
+    import hashlib
+    import math
     import os
 
+    from . import runctx, shard
     from .etiquette import RateLimiter, TargetPolicy
     from .runs import start_run
     from .scanning import ScanContext
@@ -59,16 +74,68 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     db = migrated_db()
     cfg = state.config
     policy = TargetPolicy.from_config(cfg.etiquette)
-    rate, per_dest = rate_pps or cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps
-    from . import shard
-
+    rate, per_dest = cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps
+    if rate_pps is not None:
+        if not (isinstance(rate_pps, (int, float)) and math.isfinite(rate_pps) and rate_pps > 0):
+            raise UsageError(f"rate {rate_pps!r}: must be a positive, finite number of packets per second")
+        rate = min(rate, rate_pps)
     spec = shard.current()
     if spec is not None:
-        # limits are per process: N shards may run at once on N workers, so each gets 1/N
-        # and the run as a whole never exceeds the configured rates
         rate, per_dest = rate / spec.count, per_dest / spec.count
     limiter = RateLimiter(rate, per_dest)
     if namespace is None and os.environ.get("NETSURVEY_IN_TESTBED"):
         namespace = "nstb-vantage"
+    parameters = dict(parameters)
+    if state.config_path is not None:
+        try:
+            digest = hashlib.sha256(Path(state.config_path).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        parameters["config"] = {"path": str(Path(state.config_path).resolve()), "sha256": digest}
+    parameters["rate_pps_effective"] = rate
+    ctx = runctx.current()
+    if ctx is not None and ctx.dry_run:
+        parameters["dry_run"] = True
+        run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
+        sc = ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
+        planned = _print_plan(kind, sc, targets, concurrency)
+        run.finish("cancelled", planned)
+        from .measure import DryRunDone
+
+        raise DryRunDone(kind)
     run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
+
+
+def _print_plan(kind: str, ctx, targets, concurrency: int | None) -> dict:
+    """--dry-run: what would be probed, and at what rate (nothing is sent). Plain lines on
+    stdout, never wrapped, so programs can read them. Returns the counts recorded."""
+    lim = ctx.limiter
+    rate = f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address"
+    flight = f", {concurrency} in flight" if concurrency else ""
+    if targets is None:
+        print(f"dry run of '{kind}': nothing sent; {rate}{flight}; the targets are known only while probing")
+        return {"dry-run": 1}
+    import ipaddress
+
+    allowed, blocked = [], 0
+    for t in targets:
+        addr = t if isinstance(t, str) else getattr(t, "address", None)
+        try:
+            addr = str(ipaddress.ip_address(addr)) if addr else None
+        except ValueError:  # a URL or name: its address is checked when it is resolved
+            addr = None
+        if addr and ctx.policy.reason_blocked(addr):
+            blocked += 1
+        else:
+            allowed.append(t)
+    print(f"dry run of '{kind}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
+          f"{rate}{flight}; estimated >= {len(allowed) / lim.rate:.1f} s")
+    for t in allowed[:20]:
+        if isinstance(t, str):
+            print(f"  {'-':>7} {'-':40} {t:39}")
+        else:
+            print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
+    if len(allowed) > 20:
+        print(f"  ... and {len(allowed) - 20} more")
+    return {"dry-run-targets": len(allowed), "blocked": blocked}

@@ -60,44 +60,16 @@ def _step_database(state, out: Console) -> str:
     return f"{report.imported} targets"
 
 
-def _step_testbed(state, out: Console) -> str:
-    if os.geteuid() != 0:
-        return "skipped: the testbed needs root"
-    from testbed.manager import Testbed
-    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
-
-    tb = Testbed(load_testbed_config(DEFAULT_TESTBED_CONFIG), DEFAULT_TESTBED_CONFIG)
-    tb.up(log=lambda m: out.print(m))
-    st = tb.status()
-    gt = st["ground_truth"]
-    t = Table("kind", "hosts", "facts (ground truth)", title="testbed")
-    t.add_row("TLS (nginx)", str(len(gt["tls_hosts"])),
-              ", ".join(f"{h['hostname']}:{h['session_timeout']}s" for h in gt["tls_hosts"][:4]) + ", ...")
-    t.add_row("TCP/TFO", str(len(gt["tfo_hosts"])),
-              ", ".join(f"{h['hostname']}:{'on' if h['tfo'] else 'off'}" for h in gt["tfo_hosts"]))
-    t.add_row("QUIC (aioquic)", str(len(gt["quic_hosts"])),
-              ", ".join(f"{h['hostname']}:retry={h['retry']}" for h in gt["quic_hosts"]))
-    t.add_row("DNS (knot+unbound)", str(len(gt["dns"].get("names", {}))), "zones: " + ", ".join(gt["dns"].get("zones", {})))
-    out.print(t)
-    running = sum(p["running"] for p in st["processes"])
-    return f"{running}/{len(st['processes'])} server processes running"
-
-
 STEPS: list[tuple[str, Callable]] = [
     ("database and sample list", _step_database),
-    ("testbed", _step_testbed),
 ]
 
-#: Later steps: each module has ``STEP`` (a title) and ``run(state, out) -> str`` (a one-line
-#: result); it runs its scanner/probe on the testbed, stores results and writes figures.
-DEMO_MODULES = ["scanners.tfo.demo", "scanners.tls.demo", "scanners.quic.demo", "scanners.dns.demo",
-                "atlas.demo", "browser_probes.demo", "analysis.demo"]
-
-
 def _plugin_steps() -> list[tuple[str, Callable]]:
-    from .plugins import import_present
+    """Later steps come from the plugins (testbed, scanners, atlas, browsers, analysis):
+    each runs its part on the testbed, stores results and writes figures."""
+    from .plugins import demo_steps
 
-    return [(m.STEP, m.run) for m in import_present(DEMO_MODULES)]
+    return demo_steps()
 
 
 def _row_counts(db) -> dict[str, int]:

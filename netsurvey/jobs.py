@@ -143,35 +143,81 @@ def _die_with(pid: int) -> None:
     threading.Thread(target=watch, name="die-with-worker", daemon=True).start()
 
 
-def _shard_main(argv: list[str], env: dict[str, str], worker_pid: int) -> None:
-    """In the forked shard process: the worker's environment plus the shard's, then the
-    command line as if run as ``netsurvey ARGV``. Dies with the worker (SIGKILL included)."""
+def _shard_main(spec_json: str, shard: tuple[int, int, int, int], env: dict[str, str], worker_pid: int,
+                config_path: Optional[str]) -> None:
+    """In the forked shard process: the worker's environment (the DSN travels there, never
+    on a command line), then the measurement of ``spec_json`` run as shard ``shard``
+    (index, count, run id, attempt) under the worker's config. Dies with the worker
+    (SIGKILL included). Exit codes as the command line's: 2 bad input, 1 failure."""
     os.environ.clear()
     os.environ.update(env)
     _die_with(worker_pid)
-    sys.argv = ["netsurvey", *argv]
+    sys.exit(_run_shard_here(spec_json, shard, config_path))
+
+
+def _run_shard_here(spec_json: str, shard: tuple[int, int, int, int], config_path: Optional[str]) -> int:
+    from rich.console import Console
+
+    from netsurvey import cli  # noqa: F401  (registers every measurement)
     from netsurvey.clictx import state
-    from netsurvey.cli import main
+    from netsurvey.errors import MigrationError
+    from netsurvey.measure import run_spec
+    from netsurvey.runctx import RunSpec, ShardSpec
 
     state.forget()  # forked from a running command: read DSN and config anew
-    main()
+    state.dsn = os.environ.get("NETSURVEY_DSN")
+    state.config_path = Path(config_path) if config_path else None
+    try:
+        run_spec(RunSpec.from_json(spec_json), ShardSpec(*shard))
+    except (UsageError, MigrationError) as exc:
+        Console(stderr=True).print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 2 if isinstance(exc, UsageError) else 1
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
-def _shard_env(dsn: str, run_id: int, shard: int, shards: int, attempt: int) -> dict[str, str]:
-    return dict(os.environ, NETSURVEY_DSN=dsn, NETSURVEY_SHARD=f"{shard}/{shards}", NETSURVEY_RUN_ID=str(run_id),
-                NETSURVEY_SHARD_ATTEMPT=str(attempt))
+def shard_entry() -> None:
+    """``python -c 'from netsurvey.jobs import shard_entry; shard_entry()'``: the
+    subprocess fallback of a shard; its spec comes in NETSURVEY_SHARD_SPEC (JSON)."""
+    d = json.loads(os.environ.pop("NETSURVEY_SHARD_SPEC"))
+    sys.exit(_run_shard_here(d["spec"], tuple(d["shard"]), d["config"]))
 
 
-def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, argv: list[str], attempt: int = 1) -> int:
-    """Run one shard of ``argv`` to completion; returns its exit code. Forked from the
-    forkserver unless ``NETSURVEY_SHARD_SUBPROCESS=1`` (then a fresh ``python -m
-    netsurvey.cli`` process, as a fallback)."""
-    env = _shard_env(dsn, run_id, shard, shards, attempt)
+def _shard_env(dsn: str) -> dict[str, str]:
+    return dict(os.environ, NETSURVEY_DSN=dsn)
+
+
+def _config_for_shards(spec_config: Optional[str]) -> Optional[str]:
+    """The worker's own --config (or NETSURVEY_CONFIG) governs its shards: the operator's
+    block and opt-out lists where the packets leave. Without one, the submitter's file if
+    it is readable here; else the default lookup."""
+    from netsurvey.clictx import state
+
+    if state.config_path is not None:
+        return str(Path(state.config_path).resolve())
+    if spec_config and Path(spec_config).is_file():
+        return spec_config
+    return None
+
+
+def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, spec: dict, attempt: int = 1) -> int:
+    """Run one shard of ``spec`` to completion; returns its exit code. Forked from the
+    forkserver unless ``NETSURVEY_SHARD_SUBPROCESS=1`` (then a fresh Python process, as a
+    fallback; the spec goes through its environment)."""
+    from netsurvey.runctx import RunSpec
+
+    spec_json = RunSpec.from_json(spec).to_json()
+    env = _shard_env(dsn)
+    config = _config_for_shards(spec.get("config_path"))
+    shard_t = (shard, shards, run_id, attempt)
     if os.environ.get("NETSURVEY_SHARD_SUBPROCESS") == "1":
-        p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *argv], env=env, preexec_fn=_pdeathsig,
-                           stdin=subprocess.DEVNULL)
+        env["NETSURVEY_SHARD_SPEC"] = json.dumps({"spec": spec_json, "shard": shard_t, "config": config})
+        p = subprocess.run([sys.executable, "-c", "from netsurvey.jobs import shard_entry; shard_entry()"],
+                           env=env, preexec_fn=_pdeathsig, stdin=subprocess.DEVNULL)
         return p.returncode
-    proc = _shard_context().Process(target=_shard_main, args=(list(argv), env, os.getpid()), name=f"shard-{run_id}-{shard}")
+    proc = _shard_context().Process(target=_shard_main, args=(spec_json, shard_t, env, os.getpid(), config),
+                                    name=f"shard-{run_id}-{shard}")
     proc.start()
     proc.join()
     return proc.exitcode if proc.exitcode is not None else 1
@@ -183,7 +229,7 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
 
     @app.task(name=TASK_NAME, queue=QUEUE, pass_context=True,
               retry=procrastinate.RetryStrategy(max_attempts=4, wait=1))
-    def scan_shard(context, run_id: int, shard: int, shards: int, argv: list[str]) -> None:
+    def scan_shard(context, run_id: int, shard: int, shards: int, spec: dict) -> None:
         db = Database(dsn)
         with db.connect() as conn:
             row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
@@ -192,7 +238,7 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
         if row is None or row[0] == "cancelled" or done:
             return
         attempt = (context.job.attempts or 0) + 1
-        rc = run_shard_process(dsn, run_id, shard, shards, argv, attempt)
+        rc = run_shard_process(dsn, run_id, shard, shards, spec, attempt)
         if rc != 0:
             raise RuntimeError(f"run {run_id} shard {shard}/{shards}: command exited {rc}")
 
@@ -204,7 +250,7 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
             @app.periodic(cron=entry.cron, periodic_id=entry.name)
             @app.task(name=f"{SCHEDULE_TASK}.{entry.name}", queue=QUEUE, pass_context=True)
             def scheduled(context, timestamp: int) -> None:
-                start_command(Database(dsn), entry.command, entry.shards, app=context.app, note=entry.name)
+                start_command(Database(dsn), entry.command, entry.shards, note=entry.name)
         make()
     return app
 
@@ -220,19 +266,16 @@ def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:
         conn.commit()
 
 
-def _check_shardable(argv: list[str], shards: int, flag: str) -> None:
-    if shards < 1:
-        raise UsageError(f"{flag} must be at least 1")
-    if not argv or argv[0] != "scan" or len(argv) < 2:
-        raise UsageError("only 'scan ...' commands can be sharded")
+def _insert_queued_run(conn, spec, shards: int, note: str | None) -> int:
+    from .secrets import mask_argv
 
-
-def _insert_queued_run(db: Database, argv: list[str], shards: int, note: str | None) -> int:
-    with db.connect() as conn:
-        return conn.execute(
-            "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
-            " RETURNING id",
-            (argv[1], json.dumps({"argv": argv, "schedule": note}), shards, json.dumps(argv))).fetchone()[0]
+    return conn.execute(
+        "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
+        " RETURNING id",
+        (spec.measurement, json.dumps({"spec": json.loads(spec.to_json()), "schedule": note,
+                                       "submitted_by": mask_argv(sys.argv[1:])}),
+         shards, json.dumps(["scan", spec.measurement])),
+    ).fetchone()[0]
 
 
 #: Attempts per shard of a local run (again only when the shard committed nothing).
@@ -250,8 +293,8 @@ class LocalRun:
     exit_codes: dict[int, int]
 
 
-def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> LocalRun:
-    """Run ``argv`` (a 'scan ...' command) as ``procs`` shards at once on this machine, each in
+def run_local(db: Database, spec, procs: int, *, on_shard=None) -> LocalRun:
+    """Run ``spec`` (a measurement and its options, :class:`~netsurvey.runctx.RunSpec`) as ``procs`` shards at once on this machine, each in
     its own process (one per core: a scanner's engine is one asyncio loop), into one run.
     Shards are forked from this process, which has the command line imported already (no
     start-up per shard); each dies with it. A shard that exits non-zero, other than 2 (bad
@@ -261,14 +304,16 @@ def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> Lo
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    _check_shardable(argv, procs, "--procs")
     db.migrate()
-    run_id = _insert_queued_run(db, argv, procs, "local")
+    with db.connect() as conn:
+        run_id = _insert_queued_run(conn, spec, procs, "local")
     ctx = mp.get_context("fork")
+    spec_json = spec.to_json()
+    config = _config_for_shards(spec.config_path)
 
     def start(shard: int, attempt: int):
-        env = _shard_env(db.dsn, run_id, shard, procs, attempt)
-        p = ctx.Process(target=_shard_main, args=(list(argv), env, os.getpid()), name=f"shard-{run_id}-{shard}")
+        p = ctx.Process(target=_shard_main, args=(spec_json, (shard, procs, run_id, attempt), _shard_env(db.dsn),
+                                                  os.getpid(), config), name=f"shard-{run_id}-{shard}")
         p.start()
         return p
 
@@ -307,25 +352,32 @@ def run_local(db: Database, argv: list[str], procs: int, *, on_shard=None) -> Lo
     return LocalRun(run_id, status, counts or {}, dict(sorted(rcs.items())))
 
 
-def start_command(db: Database, argv: list[str], shards: int, *, app: procrastinate.App | None = None,
-                  note: str | None = None, schedule_at: dt.datetime | None = None) -> int:
-    """Record a queued run for ``argv`` (a 'scan ...' command) and defer its shards."""
-    _check_shardable(argv, shards, "--shards")
+def start_command(db: Database, argv: list[str], shards: int, *, note: str | None = None,
+                  schedule_at: dt.datetime | None = None) -> int:
+    """Queue a 'scan ...' argv (a schedule entry): parsed and validated with the
+    measurement's own options first (bad input queues nothing)."""
+    from .measure import parse_spec_argv
+
+    return start_spec(db, parse_spec_argv(argv), shards, note=note, schedule_at=schedule_at)
+
+
+def start_spec(db: Database, spec, shards: int, *, note: str | None = None,
+               schedule_at: dt.datetime | None = None) -> int:
+    """Record a queued run for ``spec`` and defer its ``shards`` jobs, all in one
+    transaction (an interrupted submission leaves nothing behind)."""
+    if not 1 <= shards:
+        raise UsageError("--shards must be at least 1")
     db.migrate()
-    own = app is None
-    app = app or make_app(db.dsn)
-    ensure_queue_schema(db, app)
-    run_id = _insert_queued_run(db, argv, shards, note)
-    if own:
-        app.open()
-    try:
-        task = app.tasks[TASK_NAME]
-        for i in range(shards):
-            task.configure(queueing_lock=f"run{run_id}-shard{i}", schedule_at=schedule_at).defer(
-                run_id=run_id, shard=i, shards=shards, argv=argv)
-    finally:
-        if own:
-            app.close()
+    ensure_queue_schema(db, make_app(db.dsn))
+    with db.connect() as conn:
+        run_id = _insert_queued_run(conn, spec, shards, note)
+        spec_d = json.loads(spec.to_json())
+        jobs = [(QUEUE, TASK_NAME, 0, None, f"run{run_id}-shard{i}",
+                 json.dumps({"run_id": run_id, "shard": i, "shards": shards, "spec": spec_d}), schedule_at)
+                for i in range(shards)]
+        for k in range(0, len(jobs), 1000):
+            conn.execute("SELECT procrastinate_defer_jobs_v1(%s::procrastinate_job_to_defer_v1[])",
+                         ([j for j in jobs[k:k + 1000]],))
     return run_id
 
 

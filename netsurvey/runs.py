@@ -14,7 +14,7 @@ from .db import Database
 
 def tool_versions(*packages: str) -> dict[str, str]:
     """Versions of netsurvey, Python and the given distributions."""
-    out = {"netsurvey": metadata.version("netsurvey"), "python": platform.python_version()}
+    out = {"netsurvey": metadata.version("netsurvey"), "code": code_version(), "python": platform.python_version()}
     for p in packages:
         try:
             out[p] = metadata.version(p)
@@ -23,9 +23,34 @@ def tool_versions(*packages: str) -> dict[str, str]:
     return out
 
 
+def code_version() -> str:
+    """netsurvey's version and, in a git checkout, the commit (read without running git)."""
+    from pathlib import Path
+
+    version = metadata.version("netsurvey")
+    git = Path(__file__).resolve().parent.parent / ".git"
+    try:
+        if git.is_file():  # a worktree: "gitdir: PATH"
+            git = Path(git.read_text().split(":", 1)[1].strip())
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:]
+            p = git / ref
+            if not p.exists() and (git / "commondir").exists():
+                p = (git / (git / "commondir").read_text().strip() / ref).resolve()
+            head = p.read_text().strip() if p.exists() else ref
+        return f"{version}+g{head[:12]}"
+    except (OSError, IndexError):
+        return version
+
+
 def vantage_description(namespace: Optional[str] = None) -> dict[str, Any]:
+    """Where the run was made: host, platform, network namespace and the command line
+    (secrets masked: a --dsn password never reaches the database)."""
+    from .secrets import mask_argv
+
     return {"host": socket.gethostname(), "platform": platform.platform(), "netns": namespace,
-            "argv": sys.argv[1:]}
+            "argv": mask_argv(sys.argv[1:])}
 
 
 @dataclass
@@ -39,34 +64,45 @@ class Run:
         """Record the end of the run. In shard mode (see shard.py) this commits the shard's
         results and its job_shard row atomically instead; a shard committed before is not
         committed again."""
-        from . import shard
+        from . import runctx, shard
 
+        ctx = runctx.current()
         if shard.current() is not None:
+            if ctx is not None and ctx.interrupted:
+                return  # stopped by a signal: commit nothing, the shard is retried whole
             shard.commit_shard(self.db.dsn, "finished" if status == "finished" else "failed", counts or {})
             return
         with self.db.connect() as conn:
+            # the first end wins: a dry run's 'cancelled' is not overwritten by a command's
+            # own 'failed' handler, nor an interrupted run's 'failed' by a later 'finished'
             conn.execute(
-                "UPDATE scan_run SET status=%s, finished_at=now(), counts=%s WHERE id=%s",
+                "UPDATE scan_run SET status=%s, finished_at=now(), counts=%s "
+                "WHERE id=%s AND status IN ('running', 'queued')",
                 (status, json.dumps(counts or {}), self.id),
             )
 
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
               namespace: Optional[str] = None) -> Run:
-    from . import shard
+    from . import runctx, shard
 
     spec = shard.current()
+    ctx = runctx.current()
     if spec is not None:   # a shard of a queued run: reuse it
         with db.connect() as conn:
-            conn.execute("UPDATE scan_run SET status = 'running', parameters = %s, vantage = %s, tool_versions = %s"
-                         " WHERE id = %s AND status = 'queued'",
+            conn.execute("UPDATE scan_run SET status = 'running', parameters = parameters || %s::jsonb, vantage = %s,"
+                         " tool_versions = %s WHERE id = %s AND status = 'queued'",
                          (json.dumps(parameters, default=str), json.dumps(vantage_description(namespace)),
                           json.dumps(tool_versions(*packages)), spec.run_id))
-        return Run(db, spec.run_id)
-    with db.connect() as conn:
-        run_id = conn.execute(
-            "INSERT INTO scan_run (kind, parameters, vantage, tool_versions) VALUES (%s,%s,%s,%s) RETURNING id",
-            (kind, json.dumps(parameters, default=str), json.dumps(vantage_description(namespace)),
-             json.dumps(tool_versions(*packages))),
-        ).fetchone()[0]
-    return Run(db, run_id)
+        run = Run(db, spec.run_id)
+    else:
+        with db.connect() as conn:
+            run_id = conn.execute(
+                "INSERT INTO scan_run (kind, parameters, vantage, tool_versions) VALUES (%s,%s,%s,%s) RETURNING id",
+                (kind, json.dumps(parameters, default=str), json.dumps(vantage_description(namespace)),
+                 json.dumps(tool_versions(*packages))),
+            ).fetchone()[0]
+        run = Run(db, run_id)
+    if ctx is not None:
+        ctx.runs.append(run)  # ended 'failed' by the run path if a signal stops the command
+    return run

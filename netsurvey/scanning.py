@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import enum
 import gc
-import os
 from collections import deque
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -162,19 +161,6 @@ class Scanner(ABC):
         """Release sockets, flush writers."""
 
 
-def _print_plan(scanner: Scanner, allowed: Sequence[ScanTarget], blocked: int, concurrency: int) -> None:
-    """--dry-run: what would be probed, and at what rate (nothing is sent). Plain lines on
-    stdout, never wrapped, so programs can read them."""
-    lim = scanner.ctx.limiter
-    print(f"dry run of '{scanner.name}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
-          f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address, "
-          f"{concurrency} in flight; estimated >= {len(allowed) / lim.rate:.1f} s")
-    for t in allowed[:20]:
-        print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
-    if len(allowed) > 20:
-        print(f"  ... and {len(allowed) - 20} more")
-
-
 async def run_scan(
     scanner: Scanner,
     targets: Sequence[ScanTarget],
@@ -200,10 +186,7 @@ async def run_scan(
             record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
         else:
             allowed.append(t)
-    if os.environ.get("NETSURVEY_DRY_RUN"):
-        _print_plan(scanner, allowed, counts.get("blocked", 0), concurrency)
-        ctx.run.finish("cancelled", {"dry-run-targets": len(allowed)})
-        raise SystemExit(0)
+    # a dry run never gets here: open_scan stopped it (netsurvey.measure's run path)
     if not scanner.quiet_gc:
         return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
     with _quiet_gc():

@@ -1,6 +1,6 @@
 """Shard mode: what a scan command does differently when a worker runs one shard of a
-sharded run (environment ``NETSURVEY_SHARD=i/N`` and ``NETSURVEY_RUN_ID=R``, set by the
-task in ``jobs.py``).
+sharded run (the active run context's ``shard``, see ``runctx.py``; set by the run path
+in ``measure.py`` from the spec the task in ``jobs.py`` hands over).
 
 - ``targets.select_targets`` keeps only the targets whose stable hash falls in shard i;
 - ``clictx.open_scan`` reuses run R instead of creating a run;
@@ -14,25 +14,19 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from dataclasses import dataclass
 from typing import Optional
 
 import psycopg
 
 
-@dataclass(frozen=True)
-class ShardSpec:
-    index: int
-    count: int
-    run_id: int
+from .runctx import ShardSpec, current_shard
+
+__all__ = ["ShardSpec", "current", "shard_of", "commit_shard"]
 
 
 def current() -> Optional[ShardSpec]:
-    spec = os.environ.get("NETSURVEY_SHARD")
-    if not spec:
-        return None
-    i, n = (int(x) for x in spec.split("/"))
-    return ShardSpec(i, n, int(os.environ["NETSURVEY_RUN_ID"]))
+    """The shard this process runs (None when not a shard of a queued run)."""
+    return current_shard()
 
 
 def shard_of(key: str, count: int) -> int:
@@ -83,7 +77,7 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
         """INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt)
            VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, shard) DO NOTHING RETURNING shard""",
         (spec.run_id, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
-         int(os.environ.get("NETSURVEY_SHARD_ATTEMPT", "1")))).fetchone()
+         spec.attempt)).fetchone()
     if row is None:
         conn.rollback()
         return False

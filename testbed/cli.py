@@ -97,3 +97,41 @@ def down_cmd() -> None:
     if os.geteuid() != 0:
         raise UsageError("the testbed needs root (network namespaces)")
     down(log=lambda m: err.print(m))
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    app.add_typer(testbed_app, name="testbed")
+
+
+def demo_steps():
+    """The demo's testbed step (netsurvey/plugins.py)."""
+    return [(10, "testbed", _step_testbed)]
+
+
+def _step_testbed(state, out) -> str:
+    import os
+
+    from rich.table import Table
+
+    if os.geteuid() != 0:
+        return "skipped: the testbed needs root"
+    from testbed.manager import Testbed
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    tb = Testbed(load_testbed_config(DEFAULT_TESTBED_CONFIG), DEFAULT_TESTBED_CONFIG)
+    tb.up(log=lambda m: out.print(m))
+    st = tb.status()
+    gt = st["ground_truth"]
+    t = Table("kind", "hosts", "facts (ground truth)", title="testbed")
+    t.add_row("TLS (nginx)", str(len(gt["tls_hosts"])),
+              ", ".join(f"{h['hostname']}:{h['session_timeout']}s" for h in gt["tls_hosts"][:4]) + ", ...")
+    t.add_row("TCP/TFO", str(len(gt["tfo_hosts"])),
+              ", ".join(f"{h['hostname']}:{'on' if h['tfo'] else 'off'}" for h in gt["tfo_hosts"]))
+    t.add_row("QUIC (aioquic)", str(len(gt["quic_hosts"])),
+              ", ".join(f"{h['hostname']}:retry={h['retry']}" for h in gt["quic_hosts"]))
+    t.add_row("DNS (knot+unbound)", str(len(gt["dns"].get("names", {}))), "zones: " + ", ".join(gt["dns"].get("zones", {})))
+    out.print(t)
+    running = sum(p["running"] for p in st["processes"])
+    return f"{running}/{len(st['processes'])} server processes running"
+
+

@@ -129,7 +129,7 @@ def test_periodic_task_fires_on_schedule(db, tmp_path, testbed):
         def fired():
             with db.connect() as conn:
                 return conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'tcp-connect' AND status = 'finished'"
-                                    " AND parameters->>'schedule' IS NULL AND shards = 1").fetchone()[0] >= 2
+                                    " AND parameters->>'schedule' = 'every2s' AND shards = 1").fetchone()[0] >= 2
         assert wait_for(fired, 40)
     finally:
         w.send_signal(signal.SIGTERM)
@@ -269,8 +269,10 @@ def test_procs_bad_input_is_one_line_exit_2(db):
 COMMITTER = r"""
 import os, sys, time
 from pathlib import Path
-from netsurvey import shard
+from netsurvey import runctx, shard
 dsn, barrier = os.environ["NETSURVEY_DSN"], Path(sys.argv[1])
+i, n, run_id = (int(x) for x in sys.argv[2:5])
+runctx.activate(runctx.RunContext("tfo", shard=runctx.ShardSpec(i, n, run_id))).__enter__()
 spec = shard.current()
 conn = shard.connection(dsn)
 # a result row: its foreign key holds FOR KEY SHARE on the run's scan_run row until commit
@@ -293,9 +295,9 @@ def test_concurrent_shard_commits_do_not_deadlock(db, tmp_path):
         conn.commit()
     procs = []
     for i in range(2):
-        env = dict(os.environ, NETSURVEY_DSN=db.dsn, NETSURVEY_SHARD=f"{i}/2", NETSURVEY_RUN_ID=str(run_id),
-                   PYTHONPATH=str(REPO))
-        procs.append(subprocess.Popen([sys.executable, "-c", COMMITTER, str(tmp_path)], env=env, cwd=REPO,
+        env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+        procs.append(subprocess.Popen([sys.executable, "-c", COMMITTER, str(tmp_path), str(i), "2", str(run_id)],
+                                      env=env, cwd=REPO,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=60) for p in procs]
     for p, (out, err) in zip(procs, outs):

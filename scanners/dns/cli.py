@@ -7,6 +7,8 @@ import json
 from typing import Optional
 
 import typer
+
+from netsurvey.measure import measurement
 from rich.console import Console
 from rich.table import Table
 
@@ -103,7 +105,8 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
     if rate is not None and rate <= 0:
         raise UsageError("--rate must be positive")
     params = dict(params, event_loop=aio.loop_name())  # recorded: the loop changes CPU per query
-    ctx = open_scan(kind, params, packages=("dnspython", "uvloop"), rate_pps=rate)
+    ctx = open_scan(kind, params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
+                    concurrency=concurrency)
     scanner.init(options, ctx)
     if as_json:
         ctx.console.quiet = True
@@ -123,7 +126,7 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @scan_app.command("dns-ttl")
+    @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',))
     def dns_ttl(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
@@ -168,7 +171,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                             "dns_ttl_probe", rate, concurrency, as_json)
         _report(res_json, as_json)
 
-    @scan_app.command("dns-ecs")
+    @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',))
     def dns_ecs(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),

@@ -10,6 +10,8 @@ import sys
 from typing import Optional
 
 import typer
+
+from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
@@ -175,7 +177,7 @@ _JSON = typer.Option(False, "--json", help="Print run id and counts as JSON.")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @scan_app.command("quic-discover")
+    @measurement(scan_app, "quic-discover", tables=('quic_discovery',))
     def quic_discover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
                       timeout: str = typer.Option("2s", "--timeout", help="Per probe (VN attempt, HTTPS request)."),
@@ -201,17 +203,18 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             targets = _targets(list_name, top, target, port)
         ctx = open_scan("quic-discover", {"list": list_name, "top": top, "target": target, "port": port,
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
-                        packages=("aioquic", "dnspython"))
+                        packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
+                        rate_pps=rate if zmap else None)
         extra = {}
         if zmap:
-            targets, extra = _zmap_responders(ctx, cidr, port, rate)
+            targets, extra = _zmap_responders(ctx, cidr, port, ctx.limiter.rate)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicDiscoverScanner()
         sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)
         counts = _run(sc, targets, store, store.write_discovery, concurrency, as_json)
         _finish(ctx, {**counts, **extra}, as_json)
 
-    @scan_app.command("quic")
+    @measurement(scan_app, "quic", tables=("quic_connection", 'quic_token', 'quic_ticket'))
     def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
              port: int = _PORT,
              timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
@@ -229,14 +232,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--concurrency must be positive")
         targets = _targets(list_name, top, target, port)
         ctx = open_scan("quic", {"list": list_name, "top": top, "target": target, "port": port,
-                                 "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",))
+                                 "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",),
+                        targets=targets, concurrency=concurrency)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicHandshakeScanner()
         sc.init((ConnectOptions(timeout_s=timeout_s), resume), ctx)
         counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency, as_json)
         _finish(ctx, counts, as_json)
 
-    @scan_app.command("quic-turnover")
+    @measurement(scan_app, "quic-turnover", tables=('quic_turnover_host', 'quic_token', 'quic_ticket'))
     def quic_turnover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
                       every: str = typer.Option("10m", "--every", help="Interval between rounds (thesis: 10m)."),
@@ -256,7 +260,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         targets = _targets(list_name, top, target, port)
         ctx = open_scan("quic-turnover", {"list": list_name, "top": top, "target": target, "port": port,
                                           "every_s": every_s, "for_s": duration_s, "timeout_s": timeout_s},
-                        packages=("aioquic",))
+                        packages=("aioquic",), targets=targets)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicTurnoverScanner()
         sc.init((TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s)), store), ctx)

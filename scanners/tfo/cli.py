@@ -7,6 +7,8 @@ import re
 from typing import Optional
 
 import typer
+
+from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
@@ -55,7 +57,7 @@ def _print(result: dict, as_json: bool, text: str) -> None:
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @scan_app.command("tfo")
+    @measurement(scan_app, "tfo", tables=('tfo_probe', 'tfo_kernel_check'))
     def scan_tfo(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames) to probe."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames of the list."),
@@ -111,7 +113,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.zmap import check_discoverable
 
             check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
-        ctx = open_scan("tfo", params)
+        # --rate may only lower etiquette.rate_pps (0 = as fast as the etiquette allows);
+        # the engine paces by the run's effective rate (divided among shards)
+        ctx = open_scan("tfo", params, targets=targets, rate_pps=rate or None)
+        rate = ctx.limiter.rate
         try:
             found = None
             if zmap:
@@ -130,7 +135,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print({"run_id": ctx.run.id, "counts": counts}, as_json,
                f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
 
-    @scan_app.command("tfo-lb")
+    @measurement(scan_app, "tfo-lb", tables=('tfo_probe',))
     def scan_tfo_lb(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
@@ -165,12 +170,18 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             plan = LbPlan(hostnames, p["port"], p["rounds"], p["interval"], tuple(p["nameservers"]) if p["nameservers"] else None)
             from netsurvey.clictx import state as st
             from netsurvey.etiquette import RateLimiter, TargetPolicy
+            from netsurvey.runctx import is_dry_run
+
+            if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
+                open_scan("tfo-lb", {"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
+                                                                 for t in hostnames])
             cfg = st.config
+            rate = min(p["rate"] or cfg.etiquette.rate_pps, cfg.etiquette.rate_pps)
             ctx = ScanContext(db=db, run=Run(db, resume), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
-                              limiter=RateLimiter(cfg.etiquette.rate_pps))
+                              limiter=RateLimiter(rate, cfg.etiquette.per_destination_pps))
             with db.connect() as conn:
                 conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (resume,))
-            opts = TfoOptions(p["rate"], p["cooldown"], p["seed"])
+            opts = TfoOptions(rate, p["cooldown"], p["seed"])
         else:
             if list_name is None:
                 raise UsageError("--list NAME is required (or --resume RUN)")
@@ -192,8 +203,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             params = dict(list=list_name, top=top, support_run=support_run, rounds=rounds, interval=secs, port=port,
                           rate=rate, cooldown=cooldown, seed=seed, nameservers=ns,
                           hostnames=[(t.rank, t.hostname) for t in chosen])
-            ctx = open_scan("tfo-lb", params)
-            opts = TfoOptions(rate, cooldown, seed)
+            ctx = open_scan("tfo-lb", params, targets=[ScanTarget(t.hostname, None, port, t.rank) for t in chosen],
+                            rate_pps=rate or None)
+            opts = TfoOptions(ctx.limiter.rate, cooldown, seed)
         try:
             counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
         except BaseException:
@@ -204,7 +216,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print({"run_id": ctx.run.id, "status": status, "counts": counts}, as_json,
                f"tfo-lb run {ctx.run.id} ({status}): {counts}")
 
-    @scan_app.command("tfo-reuse")
+    @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',))
     def scan_tfo_reuse(
         list_name: str = typer.Option(..., "--list", help="Target list (hostnames)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
@@ -238,9 +250,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         addresses[h].append(a)
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         ctx = open_scan("tfo-reuse", dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
-                                          cooldown=cooldown, ipv6=ipv6, seed=seed))
+                                          cooldown=cooldown, ipv6=ipv6, seed=seed),
+                        targets=sorted({a for addrs in addresses.values() for a in addrs}), rate_pps=rate or None)
         try:
-            counts = reuse_scan(ctx, TfoOptions(rate, cooldown, seed), addresses, port)
+            counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
         except BaseException:
             ctx.run.finish("failed")
             raise

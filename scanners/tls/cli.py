@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from netsurvey.measure import measurement
+
 from netsurvey.errors import UsageError
 
 from .results import VERSIONS
@@ -66,7 +68,7 @@ def _print(summary: dict, as_json: bool) -> None:
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
-    @scan_app.command("tls")
+    @measurement(scan_app, "tls", tables=('tls_handshake',))
     def scan_tls(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan (newest import)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
@@ -106,7 +108,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 time.sleep(max(0.0, interval - (time.monotonic() - t0)))
         _print(runs[0] if repeat == 1 else {"runs": runs}, as_json)
 
-    @scan_app.command("tls-lifetime")
+    @measurement(scan_app, "tls-lifetime", tables=('tls_resumption',))
     def scan_tls_lifetime(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
@@ -140,7 +142,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         hosts = _hosts(list_name, top, target)
         _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency), as_json)
 
-    @scan_app.command("tls-shared")
+    @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'))
     def scan_tls_shared(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
@@ -181,7 +183,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
                           concurrency=concurrency), as_json)
 
-    @scan_app.command("tls-zgrab")
+    @measurement(scan_app, "tls-zgrab", tables=('tls_handshake',))
     def scan_tls_zgrab(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),

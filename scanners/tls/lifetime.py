@@ -58,8 +58,11 @@ class LifetimeOptions:
 class LifetimeProbe:
     """Runs the probe for many targets concurrently; ``emit`` receives each attempt."""
 
-    def __init__(self, options: LifetimeOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100):
+    def __init__(self, options: LifetimeOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100,
+                 limiter=None):
         self.o = options
+        #: the run's etiquette limiter (global and per-destination rate): every handshake waits for it
+        self.limiter = limiter
         self.emit = emit
         self.keylog = KeyLog()
         self.sem = asyncio.Semaphore(concurrency)
@@ -68,6 +71,8 @@ class LifetimeProbe:
 
     async def _hs(self, t: ScanTarget, ctx, session=None) -> Handshake:
         async with self.sem:
+            if self.limiter is not None:
+                await self.limiter.acquire(t.address)
             return await handshake(t.address, t.port, t.hostname, ctx, timeout=self.o.timeout, session=session,
                                    keylog=self.keylog, read_tickets=True)
 

@@ -41,7 +41,8 @@ def _resumption_row(run_id: int, a: ResumptionAttempt) -> tuple:
 def run_survey(hosts: Hosts, opts: TlsOptions, *, concurrency: int = 100, list_name: Optional[str] = None) -> dict:
     """One survey round; returns a summary (run id, counts per status)."""
     params = {"list": list_name, "hosts": len(hosts), **{k: v for k, v in opts.__dict__.items()}}
-    ctx = open_scan("tls", params, packages=("cryptography",))
+    ctx = open_scan("tls", params, packages=("cryptography",), targets=_plan(hosts, opts.port),
+                    concurrency=concurrency)
     scanner = TlsScanner()
     scanner.init(opts, ctx)
     try:
@@ -65,6 +66,11 @@ def run_survey(hosts: Hosts, opts: TlsOptions, *, concurrency: int = 100, list_n
     return {"run_id": ctx.run.id, **counts}
 
 
+def _plan(hosts: Hosts, port: int) -> list[ScanTarget]:
+    """What a dry run lists: the hosts (with their fixed address, if given)."""
+    return [ScanTarget(h, a, port, r) for r, h, a in hosts]
+
+
 def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
     ok = [t for t in targets if ctx.policy.allowed(t.address)]
     return ok, len(targets) - len(ok)
@@ -72,7 +78,8 @@ def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
 
 def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, concurrency: int) -> dict:
     params = {"hosts": len(hosts), "port": port, "ipv6": ipv6, **opts.__dict__}
-    ctx = open_scan("tls-lifetime", params, packages=("cryptography",))
+    ctx = open_scan("tls-lifetime", params, packages=("cryptography",), targets=_plan(hosts, port),
+                    concurrency=concurrency)
     counts = {"attempts": 0, "resumed": 0}
     try:
         with _resumption_writer(ctx.db) as w:
@@ -85,7 +92,7 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                 targets, failed = await expand_targets(hosts, port, ipv6)
                 targets, blocked = _allowed(ctx, targets)
                 counts.update(targets=len(targets), blocked=blocked, unresolved=len(failed))
-                probe = LifetimeProbe(opts, emit, concurrency)
+                probe = LifetimeProbe(opts, emit, concurrency, limiter=ctx.limiter)
                 try:
                     await asyncio.gather(*(probe.probe(t) for t in targets))
                 finally:
@@ -127,7 +134,8 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
                family: int, port: int, concurrency: int) -> dict:
     params = {"hosts": len(hosts), "groups": len(group_map) if group_map else None, "merge": list(merge),
               "family": family, "port": port, **opts.__dict__}
-    ctx = open_scan("tls-shared", params, packages=("cryptography",))
+    ctx = open_scan("tls-shared", params, packages=("cryptography",), targets=_plan(hosts, port),
+                    concurrency=concurrency)
     counts = {"attempts": 0, "resumed": 0}
     try:
         with _resumption_writer(ctx.db) as w:
@@ -145,7 +153,7 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
                 ok, blocked = _allowed(ctx, list(pick.values()))
                 by_host = {t.hostname: t for t in ok}
                 counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
-                probe = SharedProbe(opts, emit, concurrency)
+                probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)
                 if merge:
                     await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
                     return probe

@@ -44,8 +44,11 @@ class SharedOptions:
 class SharedProbe:
     """Presents each origin's session at every other member of its group."""
 
-    def __init__(self, options: SharedOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100):
+    def __init__(self, options: SharedOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100,
+                 limiter=None):
         self.o = options
+        #: the run's etiquette limiter (global and per-destination rate): every handshake waits for it
+        self.limiter = limiter
         self.emit = emit
         self.keylog = KeyLog()
         self.sem = asyncio.Semaphore(concurrency)
@@ -55,6 +58,8 @@ class SharedProbe:
 
     async def _hs(self, t: ScanTarget, ctx, session=None) -> Handshake:
         async with self.sem:
+            if self.limiter is not None:
+                await self.limiter.acquire(t.address)
             return await handshake(t.address, t.port, t.hostname, ctx, timeout=self.o.timeout, session=session,
                                    keylog=self.keylog)
 

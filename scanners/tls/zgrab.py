@@ -159,6 +159,34 @@ def _check_ingest(path: Path, lines: list[str]) -> int:
     return len(bad)
 
 
+async def _zgrab_paced(argv: list[str], targets, limiter) -> list[str]:
+    """Run zgrab2, feeding it one target line at a time as the run's limiter allows: zgrab2
+    connects to each line as it reads it, so the etiquette's global and per-destination
+    rates hold for its connections too (zgrab2 has no rate option of its own)."""
+    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out: list[bytes] = []
+
+    async def read() -> None:
+        async for line in proc.stdout:
+            out.append(line)
+
+    reader = asyncio.create_task(read())
+    try:
+        for t in targets:
+            await limiter.acquire(t.address)
+            proc.stdin.write(f"{t.address}, {t.hostname}\n".encode())
+            await proc.stdin.drain()
+        proc.stdin.close()
+        await reader
+        await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return [b.decode("utf-8", "replace").rstrip("\n") for b in out]
+
+
 def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dict:
     from netsurvey.clictx import open_scan
 
@@ -174,8 +202,10 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
         except OSError as exc:
             raise UsageError(f"{ingest}: cannot read: {exc.strerror}") from None
         _check_ingest(ingest, lines)
+    from netsurvey.scanning import ScanTarget
+
     ctx = open_scan("tls", {"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
-                    packages=())
+                    packages=(), targets=None if ingest is not None else [ScanTarget(h, a, 443, r) for r, h, a in hosts])
     bad: list[BadZgrabLine] = []
     try:
         if ingest is None:
@@ -185,10 +215,8 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
             targets = [t for t in targets if ctx.policy.allowed(t.address)]
             with tempfile.TemporaryDirectory() as d:
                 bl = Path(d) / "blocklist"
-                bl.write_text("")
-                inp = "".join(f"{t.address}, {t.hostname}\n" for t in targets)
-                p = subprocess.run(zgrab_argv(senders, bl), input=inp, capture_output=True, text=True)
-                lines = p.stdout.splitlines()
+                bl.write_text("")  # the policy filtered the targets above
+                lines = asyncio.run(_zgrab_paced(zgrab_argv(senders, bl), targets, ctx.limiter))
         n = 0
         with handshake_writer(ctx.db) as w:
             for row in rows_from_zgrab(lines, ctx.run.id, bad):

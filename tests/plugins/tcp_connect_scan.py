@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import typer
 
-from netsurvey.clictx import open_scan, state
+from netsurvey.clictx import migrated_db, open_scan, state
+from netsurvey.measure import measurement
 from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
 from netsurvey.targets import select_targets
 from netsurvey.writer import ResultWriter
@@ -44,16 +45,16 @@ class TcpConnectScanner(Scanner):
 
 
 def register(app, scan_app) -> None:
-    @scan_app.command("tcp-connect")
+    @measurement(scan_app, "tcp-connect", tables=("test_tcp_probe",))
     def tcp_connect(list_name: str = typer.Option(..., "--list"), delay: float = typer.Option(0.0, "--delay"),
                     concurrency: int = typer.Option(10, "--concurrency"),
                     fail_shard: int = typer.Option(-1, "--fail-shard", help="this shard fails after scanning")) -> None:
         """(test plugin) TCP connect to 198.19.x.y per target."""
-        ctx = open_scan("tcp-connect", {"list": list_name, "delay": delay})
-        with ctx.db.connect() as conn:
-            conn.execute(TABLE_SQL)
         targets = [ScanTarget(t.hostname, str(ipaddress.ip_address("198.19.0.0") + t.rank), 80, t.rank)
-                   for t in select_targets(ctx.db, list_name)]
+                   for t in select_targets(migrated_db(), list_name)]
+        with migrated_db().connect() as conn:
+            conn.execute(TABLE_SQL)
+        ctx = open_scan("tcp-connect", {"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
         s = TcpConnectScanner()
         s.init({"delay": delay}, ctx)
         w = ResultWriter(ctx.db, "test_tcp_probe", ["run_id", "hostname", "address", "status", "connect_ms"],

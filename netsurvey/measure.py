@@ -1,0 +1,333 @@
+"""Measurements are declared once, and every one runs through this one run path.
+
+A measurement (after zgrab2's ``modules/<proto>/module.go``) is a function whose typer
+options are its CLI, declared with :func:`measurement`::
+
+    def register(app, scan_app):
+        @measurement(scan_app, "tcp-connect", tables=("tcp_connect_probe",))
+        def tcp_connect(list_name: str = typer.Option(..., "--list"), ...):
+            ctx = open_scan("tcp-connect", params, targets=targets)   # policy, limiter, dry run
+            ...
+
+The declaration adds the options every measurement shares — ``--dry-run``, ``--shards N``
+(queue N shards for workers), ``--procs N`` (run N shards here at once) — so they appear
+in ``--help`` and parse like any option (``--shards=2``), and records the measurement in
+the registry that ``netsurvey scan``, the workers and the promise tests read.
+
+The run path (:func:`_execute`), for every measurement:
+
+- ``--shards N``: the options are validated by parsing (unknown measurement or option:
+  exit 2), then the run and all N shard jobs are queued in one transaction;
+- ``--procs N``: the same spec, run here as N shard processes;
+- inline: the options run with an explicit :class:`~netsurvey.runctx.RunContext` (dry run,
+  shard), SIGTERM/SIGINT turned into an exception that flushes every open writer and ends
+  the runs the measurement opened ``failed`` (a shard instead commits nothing: it is
+  retried); ``open_scan`` opens the run, applies the policy and the rate caps, and stops a
+  dry run before anything is contacted.
+
+Shard processes receive a :class:`~netsurvey.runctx.RunSpec` (the measurement's name and
+its parsed options as JSON), never an argv, and run :func:`run_spec`.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import signal
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from .errors import UsageError
+from .runctx import RunContext, RunSpec, ShardSpec, activate
+
+#: Upper bounds of the shared options: more shards than this is a typo, not a campaign;
+#: more local processes than 4 per core only adds contention.
+MAX_SHARDS = 10_000
+MAX_PROCS = max(1, 4 * (os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One declared measurement.
+
+    :ivar name: ``netsurvey scan NAME`` and ``scan_run.kind``.
+    :ivar summary: first line of its help.
+    :ivar tables: the tables it writes (documentation, exports, scaffold checks).
+    :ivar contacts_network: whether it sends anything to targets (promise tests cover these).
+    :ivar module: the module that declared it.
+    :ivar function: the option-taking function (its typer signature is the CLI).
+    """
+
+    name: str
+    summary: str
+    tables: tuple[str, ...]
+    contacts_network: bool
+    module: str
+    function: Callable[..., Any]
+
+
+_REGISTRY: dict[str, Measurement] = {}
+
+
+def registry() -> dict[str, Measurement]:
+    """Every declared measurement by name (after the command line registered its plugins)."""
+    return dict(_REGISTRY)
+
+
+class DryRunDone(Exception):
+    """Raised by ``open_scan`` once a dry run has printed its plan and recorded the
+    cancelled run: the run path ends the command with exit code 0, nothing contacted."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGINT arrived while a measurement ran (not an ``Exception``: a scanner's
+    ``except Exception`` must not swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# -- declaration ----------------------------------------------------------------------
+def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), contacts_network: bool = True,
+                command: Optional[str] = None) -> Callable[[Callable], Callable]:
+    """Declare ``fn`` as measurement ``name`` (its ``scan_run.kind``): register it and add
+    it to the command ``group`` (``netsurvey scan`` for scanners) as ``command`` (default:
+    ``name``) with the shared run options."""
+
+    def deco(fn: Callable) -> Callable:
+        old = _REGISTRY.get(name)
+        if old is not None and (old.module, old.function.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise RuntimeError(f"measurement {name!r} declared twice ({old.module} and {fn.__module__})")
+        doc = inspect.getdoc(fn) or ""
+        m = Measurement(name=name, summary=doc.splitlines()[0] if doc else "", tables=tuple(tables),
+                        contacts_network=contacts_network, module=fn.__module__, function=fn)
+        _REGISTRY[name] = m
+        group.command(command or name)(_command_for(m))
+        return fn
+
+    return deco
+
+
+def _command_for(m: Measurement) -> Callable:
+    """The typer command: ``m.function``'s options plus --dry-run, --shards, --procs."""
+    fn = m.function
+    hints = typing.get_type_hints(fn)
+    sig = inspect.signature(fn)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
+    names = {p.name for p in own}
+    for clash in ("dry_run", "shards", "procs"):
+        if clash in names:
+            raise RuntimeError(f"measurement {m.name!r}: option {clash!r} is reserved for the run path")
+    shared = [
+        inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+            False, "--dry-run", help="Print what would be probed and at what rate; contact nothing "
+                                     "(the run is recorded as cancelled).")),
+        inspect.Parameter("shards", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[int], default=typer.Option(
+            None, "--shards", min=1, max=MAX_SHARDS,
+            help="Queue the scan as N shards for 'netsurvey worker' (prints the run id).")),
+        inspect.Parameter("procs", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[int], default=typer.Option(
+            None, "--procs", min=1, max=MAX_PROCS,
+            help=f"Run the scan as N shards at once on this machine (at most {MAX_PROCS}).")),
+    ]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> None:
+        dry_run, shards, procs = kwargs.pop("dry_run"), kwargs.pop("shards"), kwargs.pop("procs")
+        _execute(m, kwargs, dry_run=dry_run, shards=shards, procs=procs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    del command.__wrapped__  # typer must see the new signature, not fn's
+    return command
+
+
+# -- the run path ---------------------------------------------------------------------
+def _execute(m: Measurement, params: dict[str, Any], *, dry_run: bool, shards: Optional[int],
+             procs: Optional[int]) -> None:
+    if shards is not None and procs is not None:
+        raise UsageError("--shards (queue for workers) and --procs (run here) do not go together")
+    if dry_run and (shards is not None or procs is not None):
+        raise UsageError("--dry-run does not go with --shards/--procs: dry-run the command alone "
+                         "(a dry run contacts nothing, so there is nothing to share out)")
+    if shards is None and procs is None:
+        run_inline(RunContext(measurement=m.name, dry_run=dry_run), m, params)
+        return
+    from .clictx import state
+
+    spec = make_spec(m, params, state.config_path)
+    if shards is not None:
+        from .jobs import start_spec
+
+        run_id = start_spec(state.db, spec, shards)
+        typer.echo(f"queued run {run_id}: {shards} shards of '{m.name}'; start workers with 'netsurvey worker'")
+        return
+    _run_procs(state, spec, procs, as_json=bool(params.get("as_json")))
+
+
+def make_spec(m: Measurement, params: dict[str, Any], config_path: Optional[Path]) -> RunSpec:
+    """The JSON form of an invocation, with the submitter's config file and its hash."""
+    import hashlib
+
+    cfg = None
+    digest = None
+    if config_path is not None:
+        cfg = str(Path(config_path).resolve())
+        try:
+            digest = hashlib.sha256(Path(cfg).read_bytes()).hexdigest()
+        except OSError as exc:
+            raise UsageError(f"{config_path}: cannot read config: {exc.strerror}") from None
+    return RunSpec(measurement=m.name, params={k: _to_json(v) for k, v in params.items()},
+                   config_path=cfg, config_sha256=digest)
+
+
+def _to_json(v: Any) -> Any:
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return [_to_json(x) for x in v]
+    if hasattr(v, "value") and type(v).__module__ != "builtins":  # an Enum
+        return v.value
+    return v
+
+
+def _from_json(fn: Callable, params: dict[str, Any]) -> dict[str, Any]:
+    """Turn a spec's JSON values back into what the function's annotations say."""
+    hints = typing.get_type_hints(fn)
+    out = {}
+    for k, v in params.items():
+        t = hints.get(k)
+        args = typing.get_args(t)
+        base = next((a for a in args if a is not type(None)), t) if typing.get_origin(t) is typing.Union else t
+        if v is None:
+            out[k] = None
+        elif base is Path:
+            out[k] = Path(v)
+        elif typing.get_origin(base) in (list, tuple) and typing.get_args(base)[:1] == (Path,):
+            out[k] = [Path(x) for x in v]
+        else:
+            out[k] = v
+    return out
+
+
+def _run_procs(state, spec: RunSpec, procs: int, *, as_json: bool) -> None:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from .jobs import run_local
+
+    err = Console(stderr=True)
+    run = run_local(state.db, spec, procs, on_shard=lambda i, rc: rc == 2 or err.print(
+        f"run: shard {i + 1}/{procs} {'done' if rc == 0 else f'failed (exit {rc})'}"))
+    codes = run.exit_codes
+    if codes and all(rc == 2 for rc in codes.values()):
+        sys.exit(2)  # bad input: every shard said why
+    if as_json:  # the shards printed theirs; this last line is the run's
+        print(json.dumps({"run_id": run.run_id, "status": run.status, "counts": run.counts,
+                          "shards": {str(i): rc for i, rc in codes.items()}}))
+    else:
+        total = ", ".join(f"{k} {v}" for k, v in sorted(run.counts.items()))
+        Console().print(f"run {run.run_id}: {procs} shards of '{spec.measurement}' {run.status} ({total})",
+                        highlight=False, soft_wrap=True)
+    if run.status != "finished":
+        failed = ", ".join(str(i + 1) for i, rc in codes.items() if rc) or "?"  # 1-based, as above
+        raise SystemExit(f"run {run.run_id} {run.status}: shard(s) {failed} of {procs} failed; "
+                         "see 'netsurvey runs'")
+
+
+def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:
+    """Run the measurement in this process under ``ctx``. SIGTERM/SIGINT raise
+    :class:`Terminated`: open writers are flushed and the runs opened so far end 'failed'
+    (in a shard nothing is committed, so the shard is retried); the process then exits
+    with 128 + the signal number."""
+    with activate(ctx), _signals_raise():
+        try:
+            m.function(**params)
+        except DryRunDone:
+            return
+        except Terminated as t:
+            _interrupted(ctx)
+            raise SystemExit(128 + t.signum) from None
+
+
+def run_spec(spec: RunSpec, shard: ShardSpec) -> None:
+    """A shard process's entry: run ``spec`` as shard ``shard`` (after the command line
+    registered its plugins)."""
+    m = _REGISTRY.get(spec.measurement)
+    if m is None:
+        raise UsageError(f"no measurement named {spec.measurement!r} in this installation")
+    run_inline(RunContext(measurement=m.name, shard=shard), m, _from_json(m.function, spec.params))
+
+
+def _interrupted(ctx: RunContext) -> None:
+    from .writer import flush_all_open
+
+    ctx.interrupted = True
+    if ctx.shard is not None:
+        return  # the shard's transaction is never committed: its retry starts clean
+    flush_all_open()
+    for run in ctx.runs:
+        try:
+            run.finish("failed", {"interrupted": 1})
+        except Exception:  # the database may be the reason we are stopping
+            pass
+
+
+class _signals_raise:
+    """While active: SIGTERM and SIGINT raise :class:`Terminated` in the main thread."""
+
+    def __enter__(self):
+        import threading
+
+        self._saved = {}
+        if threading.current_thread() is not threading.main_thread():
+            return self
+
+        def handler(signum, frame):
+            from .runctx import current
+
+            ctx = current()
+            if ctx is not None:
+                ctx.interrupted = True
+            raise Terminated(signum)
+
+        for s in (signal.SIGTERM, signal.SIGINT):
+            self._saved[s] = signal.signal(s, handler)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self._saved.items():
+            signal.signal(s, h)
+        return False
+
+
+def parse_spec_argv(argv: list[str]) -> RunSpec:
+    """Validate a 'scan NAME OPTIONS...' argv (from a schedule file) by parsing it with the
+    measurement's own options, and return its spec. Unknown names and options, and bad
+    values, are a UsageError."""
+    from .clicompat import click_exceptions as click
+
+    if len(argv) < 2 or argv[0] != "scan":
+        raise UsageError("only 'scan ...' commands can be scheduled or sharded")
+    m = _REGISTRY.get(argv[1])
+    if m is None:
+        raise UsageError(f"no measurement named {argv[1]!r} (see 'netsurvey scan --help')")
+    one = typer.Typer()
+    one.command(m.name)(_command_for(m))
+    scan = typer.main.get_command(one)
+    try:
+        ctx = scan.make_context(argv[1], list(argv[2:]))
+    except click.ClickException as exc:
+        raise UsageError(f"{' '.join(argv)}: {exc.format_message()}") from None
+    params = dict(ctx.params)
+    for k in ("dry_run", "shards", "procs"):
+        if params.pop(k, None) not in (None, False):
+            raise UsageError(f"{' '.join(argv)}: --dry-run/--shards/--procs do not belong in a scheduled command")
+    return make_spec(m, params, None)

@@ -1,0 +1,84 @@
+"""The run context: everything a measurement's execution needs to know about *how* it
+runs (dry run, which shard of which run, which config file), set once by the run path in
+:mod:`netsurvey.measure` and read by the core (``open_scan``, ``ResultWriter``,
+``select_targets``, ``Run``). Nothing travels in environment variables any more: a shard
+process receives its context as a serialised :class:`RunSpec` and activates it.
+
+One context is active per process at a time (a command runs one measurement).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Optional
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Shard ``index`` of ``count`` of the queued run ``run_id`` (attempt ``attempt``)."""
+
+    index: int
+    count: int
+    run_id: int
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A measurement invocation as data: the measurement's name and its parsed options
+    (JSON values). Queued with a sharded run and handed to each shard process."""
+
+    measurement: str
+    params: dict[str, Any]
+    #: the survey config the submitter used (path, sha256), recorded with the run
+    config_path: Optional[str] = None
+    config_sha256: Optional[str] = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | dict) -> "RunSpec":
+        d = json.loads(text) if isinstance(text, str) else dict(text)
+        return cls(**d)
+
+
+@dataclass
+class RunContext:
+    """How the current measurement runs. ``runs`` collects the runs it opened, so the run
+    path can end them ``failed`` when the process is interrupted."""
+
+    measurement: str
+    dry_run: bool = False
+    shard: Optional[ShardSpec] = None
+    runs: list = field(default_factory=list)
+    #: set by the run path's signal handler: SIGTERM/SIGINT arrived (a shard then commits nothing)
+    interrupted: bool = False
+
+
+_current: Optional[RunContext] = None
+
+
+def current() -> Optional[RunContext]:
+    """The active run context, or None outside a measurement (library use, tests)."""
+    return _current
+
+
+def current_shard() -> Optional[ShardSpec]:
+    return _current.shard if _current is not None else None
+
+
+def is_dry_run() -> bool:
+    return bool(_current is not None and _current.dry_run)
+
+
+@contextlib.contextmanager
+def activate(ctx: RunContext) -> Iterator[RunContext]:
+    """Make ``ctx`` the active context for the duration of the block."""
+    global _current
+    saved, _current = _current, ctx
+    try:
+        yield ctx
+    finally:
+        _current = saved
