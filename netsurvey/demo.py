@@ -21,11 +21,14 @@ def vantage_cli_json(state, *args: str, timeout: float = 120) -> dict:
     import subprocess
     import sys
 
-    inner = [sys.executable, "-m", "netsurvey.cli", "--dsn", state.db.dsn]
+    import os
+
+    # the DSN (it may carry a password) travels in the environment, never on a command line
+    inner = [sys.executable, "-m", "netsurvey.cli"]
     if state.config_path:
         inner += ["--config", str(Path(state.config_path).resolve())]
     p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *inner, *args],
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, env=dict(os.environ, NETSURVEY_DSN=state.db.dsn))
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:2])} failed: {p.stderr.strip()[-300:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
