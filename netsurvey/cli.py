@@ -190,6 +190,19 @@ def demo_cmd() -> None:
     raise typer.Exit(run_demo(state, out))
 
 
+# -- scaffold ------------------------------------------------------------------------
+@app.command("new-measurement")
+def new_measurement_cmd(
+    name: str = typer.Argument(..., help="Measurement name, e.g. ssh-hostkey (becomes 'netsurvey scan NAME')."),
+    root: Path = typer.Option(Path("."), "--root", help="The netsurvey checkout to write into."),
+) -> None:
+    """Scaffold a new measurement: its package, one migration, one test (nothing else to edit)."""
+    from .scaffold import scaffold
+
+    for p in scaffold(name, root):
+        out.print(str(p), highlight=False)
+
+
 # -- workers, runs, schedules ---------------------------------------------------------
 runs_app = typer.Typer(help="Scan runs: progress, shards, cancel.", invoke_without_command=True)
 schedule_app = typer.Typer(no_args_is_help=True, help="Campaigns declared in config/schedule.toml.")

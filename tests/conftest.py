@@ -23,7 +23,8 @@ from netsurvey.db import Database  # noqa: E402
 def server_dsn(tmp_path_factory) -> str:
     """DSN of the test server: $NETSURVEY_DSN, else an embedded server in a temp dir."""
     if os.environ.get("NETSURVEY_DSN"):
-        return os.environ["NETSURVEY_DSN"]
+        yield os.environ["NETSURVEY_DSN"]  # a generator fixture: yield, not return
+        return
     import tempfile
 
     # Not under pytest's basetemp: concurrent pytest sessions prune each other's old
