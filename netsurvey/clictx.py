@@ -98,8 +98,9 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
         parameters["dry_run"] = True
         run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
         sc = ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
-        planned = _print_plan(kind, sc, targets, concurrency)
-        run.finish("cancelled", planned)
+        lines, planned = _plan(kind, sc, targets, concurrency)
+        run.finish("cancelled", planned)  # recorded before printing: a closed pipe cannot leave it 'running'
+        print("\n".join(lines), flush=True)
         from .measure import DryRunDone
 
         raise DryRunDone(kind)
@@ -107,15 +108,15 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
 
 
-def _print_plan(kind: str, ctx, targets, concurrency: int | None) -> dict:
-    """--dry-run: what would be probed, and at what rate (nothing is sent). Plain lines on
-    stdout, never wrapped, so programs can read them. Returns the counts recorded."""
+def _plan(kind: str, ctx, targets, concurrency: int | None) -> tuple[list[str], dict]:
+    """--dry-run: what would be probed, and at what rate (nothing is sent): plain lines for
+    stdout, never wrapped, so programs can read them, and the counts recorded."""
     lim = ctx.limiter
     rate = f"rate <= {lim.rate:g}/s overall, <= {lim.per_destination or 0:g}/s per address"
     flight = f", {concurrency} in flight" if concurrency else ""
     if targets is None:
-        print(f"dry run of '{kind}': nothing sent; {rate}{flight}; the targets are known only while probing")
-        return {"dry-run": 1}
+        return [f"dry run of '{kind}': nothing sent; {rate}{flight}; the targets are known only while probing"], \
+            {"dry-run": 1}
     import ipaddress
 
     allowed, blocked = [], 0
@@ -129,13 +130,13 @@ def _print_plan(kind: str, ctx, targets, concurrency: int | None) -> dict:
             blocked += 1
         else:
             allowed.append(t)
-    print(f"dry run of '{kind}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
-          f"{rate}{flight}; estimated >= {len(allowed) / lim.rate:.1f} s")
+    lines = [f"dry run of '{kind}': {len(allowed)} targets would be probed, {blocked} blocked by policy; "
+             f"{rate}{flight}; estimated >= {len(allowed) / lim.rate:.1f} s"]
     for t in allowed[:20]:
         if isinstance(t, str):
-            print(f"  {'-':>7} {'-':40} {t:39}")
+            lines.append(f"  {'-':>7} {'-':40} {t:39}")
         else:
-            print(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
+            lines.append(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
     if len(allowed) > 20:
-        print(f"  ... and {len(allowed) - 20} more")
-    return {"dry-run-targets": len(allowed), "blocked": blocked}
+        lines.append(f"  ... and {len(allowed) - 20} more")
+    return lines, {"dry-run-targets": len(allowed), "blocked": blocked}
