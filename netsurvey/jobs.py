@@ -46,16 +46,13 @@ logger = logging.getLogger("netsurvey.jobs")
 
 
 # -- schedule config ------------------------------------------------------------------
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
 
 
 def parse_duration(text: str) -> float:
-    """'45m' / '10s' / '2h' / '1d' / '30' (seconds) -> seconds."""
-    m = _DURATION.match(str(text).strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a duration like 30s, 45m, 2h, 1d")
-    return float(m.group(1)) * {"s": 1, None: 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    """'45m' / '10s' / '2h' / '1d' / '30' (seconds) -> seconds (see durations.py)."""
+    from .durations import parse_duration_s
 
+    return parse_duration_s(text)
 
 class ScheduleEntry(BaseModel):
     """A recurring scan: either ``cron`` (5-field cron, UTC) or ``rounds`` x ``interval``."""

@@ -212,16 +212,13 @@ def pages_db(db: Database, runs: tuple[int, ...] = ()) -> list[Page]:
 
 
 def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '7h', '2d' -> seconds."""
-    t = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if t and t[-1] in mult:
-            return float(t[:-1]) * mult[t[-1]]
-        return float(t)
-    except ValueError:
-        raise UsageError(f"{text!r} is not a duration (e.g. 300, 5m, 7h, 2d)") from None
+    """'90', '90s', '5m', '7h', '2d' -> seconds (netsurvey.durations); UsageError if bad."""
+    from netsurvey.durations import parse_duration_s
 
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 def float_list(text: Optional[str], what: str) -> list[float]:
     if not text:

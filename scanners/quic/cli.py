@@ -18,19 +18,15 @@ from netsurvey.clictx import migrated_db, open_scan
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
-_UNITS = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600, "d": 86400}
 _TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"
                      r"(?::(?P<port>\d+))?$")
 
 
 def parse_duration(text: str, option: str) -> float:
-    """'10m', '48h', '2.5s', '500ms', '2d' or plain seconds -> seconds. UsageError if bad."""
-    m = _DURATION.match(text.strip().lower())
-    if not m or float(m.group(1)) <= 0:
-        raise UsageError(f"{option}: {text!r} is not a positive duration such as 30s, 10m, 48h")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    """'10m', '48h', '2.5s', '500ms', '2d' or plain seconds -> seconds (netsurvey.durations)."""
+    from netsurvey.durations import duration_option_s
 
+    return duration_option_s(text, option)
 
 def parse_target(text: str, default_port: int) -> tuple[Optional[str], Optional[str], int]:
     """'[HOST@]ADDRESS[:PORT]' (IPv6 in brackets when a port is given) or a hostname ->

@@ -18,17 +18,13 @@ from netsurvey.targets import select_targets
 
 err = Console(stderr=True)
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 
 
 def parse_duration(text: str) -> float:
-    """'45m', '30s', '1.5h', '2d', '500ms' or plain seconds -> seconds."""
-    m = _DURATION.match(text or "")
-    if not m:
-        raise UsageError(f"--interval: {text!r} is not a duration such as 45m, 30s or 10")
-    mult = {"ms": 0.001, None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    return float(m.group(1)) * mult
+    """'45m', '30s', '1.5h', '2d', '500ms' or plain seconds -> seconds (netsurvey.durations)."""
+    from netsurvey.durations import duration_option_s
 
+    return duration_option_s(text, "--interval")
 
 def _check_common(port: int, rate: float, cooldown: float) -> None:
     if not 1 <= port <= 65535:

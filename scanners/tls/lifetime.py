@@ -171,13 +171,7 @@ class LifetimeProbe:
 
 
 def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '24h', '1d' -> seconds (float); raises ValueError."""
-    s = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if s and s[-1] in mult:
-        v = float(s[:-1]) * mult[s[-1]]
-    else:
-        v = float(s)
-    if not v > 0:
-        raise ValueError(f"duration must be positive: {text!r}")
-    return v
+    """'90', '90s', '5m', '24h', '1d', '500ms' -> seconds (netsurvey.durations); ValueError."""
+    from netsurvey.durations import parse_duration_s
+
+    return parse_duration_s(text)
