@@ -24,7 +24,7 @@ def parse_duration(text: str) -> float:
     """'45m', '30s', '1.5h', '2d', '500ms' or plain seconds -> seconds (netsurvey.durations)."""
     from netsurvey.durations import duration_option_s
 
-    return duration_option_s(text, "--interval")
+    return duration_option_s(text, "--interval", allow_zero=True)  # 0 = rounds back to back
 
 def _check_common(port: int, rate: float, cooldown: float) -> None:
     if not 1 <= port <= 65535:
