@@ -223,15 +223,23 @@ def _write_jsonl(conn, relation, cols, where, path: Path, t: TableExport, batch_
     t.bytes, t.sha256 = f.bytes, f.sha.hexdigest()
 
 
-def _write_parquet(conn, relation, cols, where, path: Path, t: TableExport, batch_rows: int) -> None:
+def arrow_tables(conn, relation: str, cols: Sequence[Column], where: sql.Composable, batch_rows: int = BATCH_ROWS):
+    """The rows as pyarrow Tables of at most ``batch_rows`` rows (server-side cursor)."""
     import pyarrow as pa
+
+    schema = arrow_schema(cols)
+    for rows in _batches(conn, _select(relation, cols, "parquet", where), batch_rows):
+        yield pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+
+
+def _write_parquet(conn, relation, cols, where, path: Path, t: TableExport, batch_rows: int) -> None:
     import pyarrow.parquet as pq
 
     schema = arrow_schema(cols)
     with pq.ParquetWriter(path, schema, compression="zstd") as w:
-        for rows in _batches(conn, _select(relation, cols, "parquet", where), batch_rows):
-            w.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema))
-            t.rows += len(rows)
+        for table in arrow_tables(conn, relation, cols, where, batch_rows):
+            w.write_table(table)
+            t.rows += table.num_rows
             t.batches += 1
         if t.rows == 0:
             w.write_table(schema.empty_table())

@@ -188,3 +188,34 @@ def test_export_cli_table_view_and_errors(db, run, tmp_path):
     usage(["--run", str(run), "--table", "target"], "has no run_id column")
     r = run_cli("export", "--run", str(run), "--out", str(out), dsn=db.dsn)      # not empty
     assert r.returncode == 2 and "not an empty directory" in r.stderr
+
+
+def test_python_api_load(db, run):
+    pytest.importorskip("pandas")
+    import netsurvey
+    from netsurvey.errors import UsageError
+
+    df = netsurvey.load(run, "tfo_probe", dsn=db.dsn)
+    assert len(df) == 3 and set(df["hostname"]) == {"on1.tfo.test", "off.tfo.test", "example.test"}
+    assert str(df["probed_at"].dt.tz) == "UTC" and (df["probed_at"] == T0).all()
+    row = df.set_index("rank").loc[8]
+    assert row["cookie"] == "00a1ff10" and list(row["options"]) == ["mss=1460", "sackok", 'say "hi", ok']
+    assert df["cookie_len"].isna().sum() == 2
+    two = netsurvey.load(run, "tfo_support_by_cut", columns=["cut", "tfo"], dsn=db.dsn)
+    assert list(two.columns) == ["cut", "tfo"] and len(two) == 6
+    assert len(netsurvey.load(run, "dns_ttl_probe", dsn=db.dsn)) == 0
+    for args, text in [((999999, "tfo_probe"), "no scan_run"), ((run, "target"), "run_id column")]:
+        with pytest.raises(UsageError, match=text):
+            netsurvey.load(*args, dsn=db.dsn)
+    with netsurvey.connect(dsn=db.dsn) as conn:
+        assert conn.execute("SHOW TimeZone").fetchone()[0] == "UTC"
+        assert conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id = %s", (run,)).fetchone()[0] == 3
+
+
+def test_duckdb_reads_the_parquet_export(db, run, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    export_run(db, run, tmp_path / "x", "parquet")
+    con = duckdb.connect()
+    n, tfo = con.execute(f"SELECT count(*), count(*) FILTER (WHERE cookie_len > 0) "
+                         f"FROM '{tmp_path / 'x' / 'tfo_probe.parquet'}'").fetchone()
+    assert (n, tfo) == (3, 1)
