@@ -75,6 +75,14 @@ def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
         out.print(f"  {t}: {n} rows")
 
 
+@db_app.command("docs")
+def db_docs(out_file: Optional[Path] = typer.Option(None, "--out", help="Markdown file (default: docs/schema.md).")) -> None:
+    """Write the data dictionary (every table, view and column) from the database's comments."""
+    from .schemadoc import DEFAULT_OUT, write
+
+    out.print(str(write(migrated_db(), out_file or DEFAULT_OUT)), highlight=False)
+
+
 @db_app.command("down")
 def db_down() -> None:
     """Stop the embedded PostgreSQL (data is kept)."""
