@@ -55,9 +55,21 @@ class FigureContext:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def save(self, fig, suffix: str = "") -> None:
-        from .style import save
+        from .style import footnote, save
 
+        line = self.provenance_line()
+        if line:   # where the data came from, on the figure itself
+            footnote(fig, line)
         self.written += save(fig, self.out_dir, self.name + suffix)
+
+    def provenance_line(self) -> str:
+        """'runs 3, 4 (tls) - testbed (nstb-vantage), host v1 - 2026-11-23', from scan_run."""
+        runs = self.notes.get("runs") or []
+        if not runs:
+            return ""
+        prov = run_provenance(self.db, runs)
+        self.notes["provenance"] = prov
+        return provenance_text(prov)
 
     def write_csv(self, header: Sequence[str], rows, suffix: str = "") -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -75,12 +87,12 @@ class FigureContext:
         results), labelled with ``label`` (fields ``group``, ``n``), and the CSV behind it,
         one row (group, value, cumulative share) per grid point under ``csv_header``.
         Saves the figure unless ``save`` is False; returns (fig, ax) for additions."""
-        from .style import new_figure, step_cdf
+        from .style import new_figure, series_style, step_cdf
 
         fig, ax = new_figure(xlabel, ylabel, logx=logx)
         rows = []
-        for c in curves:
-            step_cdf(ax, list(c.values), list(c.probs), label=label.format(group=c.group, n=c.n))
+        for i, c in enumerate(curves):
+            step_cdf(ax, list(c.values), list(c.probs), label=label.format(group=c.group, n=c.n), **series_style(i))
             rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
         if curves:
             ax.legend()
@@ -88,6 +100,27 @@ class FigureContext:
         if save:
             self.save(fig)
         return fig, ax
+
+    def runs_of_kind(self, kind: str, *, all_finished: bool = False) -> tuple[int, ...]:
+        """The selected runs of ``kind`` (``--run`` ids of other kinds are ignored), else the
+        latest finished run of ``kind`` (every finished one with ``all_finished``). Raises
+        UsageError if none; records the ids like :meth:`run_ids`."""
+        with self.db.connect() as conn:
+            if self.runs:
+                ids = [r[0] for r in conn.execute("SELECT id FROM scan_run WHERE id = ANY(%s) AND kind = %s"
+                                                  " ORDER BY id", (list(self.runs), kind))]
+            elif all_finished:
+                ids = [r[0] for r in conn.execute("SELECT id FROM scan_run WHERE kind = %s AND status = 'finished'"
+                                                  " ORDER BY id", (kind,))]
+            else:
+                row = conn.execute("SELECT max(id) FROM scan_run WHERE kind = %s AND status = 'finished'",
+                                   (kind,)).fetchone()
+                ids = [row[0]] if row and row[0] is not None else []
+        if not ids:
+            given = f" among --run {', '.join(map(str, self.runs))}" if self.runs else ""
+            raise UsageError(f"{self.name}: no finished '{kind}' run{given} in the database")
+        self.record_runs(ids)
+        return tuple(ids)
 
     def run_ids(self, kind: str) -> tuple[int, ...]:
         """The selected runs, or the latest finished run of ``kind``. Raises UsageError if none.
@@ -116,6 +149,40 @@ class FigureContext:
         """A published value of the thesis/paper beside ours (``thesis`` None = not published)."""
         self.notes.setdefault("compare", []).append(
             {"quantity": quantity, "thesis": thesis, "ours": ours, "unit": unit})
+
+
+def run_provenance(db: Database, runs) -> list[dict]:
+    """Per run: kind, dates, vantage and whether it ran in the testbed or on the Internet."""
+    with db.connect() as conn:
+        rows = conn.execute(
+            "SELECT id, kind, status, started_at, finished_at, vantage, parameters FROM scan_run"
+            " WHERE id = ANY(%s) ORDER BY id", (sorted(set(int(r) for r in runs)),)).fetchall()
+    out = []
+    for rid, kind, status, started, finished, vantage, params in rows:
+        vantage = vantage or {}
+        netns = vantage.get("netns")
+        out.append({"run": rid, "kind": kind, "status": status,
+                    "started_at": started.isoformat() if started else None,
+                    "finished_at": finished.isoformat() if finished else None,
+                    "where": "testbed" if netns and str(netns).startswith("nstb") else
+                             ("Internet" if vantage else "unknown"),
+                    "netns": netns, "host": vantage.get("host"),
+                    "list": (params or {}).get("list") if isinstance(params, dict) else None,
+                    "top": (params or {}).get("top") if isinstance(params, dict) else None})
+    return out
+
+
+def provenance_text(prov: list[dict]) -> str:
+    if not prov:
+        return ""
+    kinds = sorted({p["kind"] for p in prov})
+    where = sorted({p["where"] + (f" ({p['netns']})" if p["netns"] else "") for p in prov})
+    hosts = sorted({p["host"] for p in prov if p["host"]})
+    dates = sorted({p["started_at"][:10] for p in prov if p["started_at"]})
+    date = dates[0] if len(dates) == 1 else f"{dates[0]}..{dates[-1]}" if dates else "?"
+    return (f"data: run{'s' if len(prov) > 1 else ''} {', '.join(str(p['run']) for p in prov)} "
+            f"({', '.join(kinds)}); {', '.join(where)}" + (f", vantage {', '.join(hosts)}" if hosts else "")
+            + f"; {date}")
 
 
 def load_all() -> dict[str, FigureSpec]:
