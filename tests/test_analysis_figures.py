@@ -129,3 +129,23 @@ def test_report_pins_runs_orders_by_chapter_and_states_provenance(db, tmp_path):
     keys = [thesis_order(specs[i].thesis, i) for i in ids]
     assert keys == sorted(keys)
     assert ids.index("tfo-support-table") < ids.index("tls-support") < ids.index("tls-key-rotation")
+
+
+def test_quic_support_capped_with_n(db, tmp_path):
+    with db.connect() as conn:
+        rid = _run(conn, "quic-discover")
+        for rank in range(1, 16):   # 15 hostnames: cuts 10 and "all 15", not 10 .. 100
+            vn = rank <= 4
+            conn.execute("INSERT INTO quic_discovery (run_id, rank, hostname, address, port, status, probed_at,"
+                         " vn_answer, vn_versions, alt_svc_h3, https_rr_alpn) VALUES (%s, %s, %s, '198.18.5.1', 443,"
+                         " 'success', now(), %s, %s, %s, %s)",
+                         (rid, rank, f"q{rank}.test", "version-negotiation" if vn else None, [1] if vn else None,
+                          vn, ["h3"] if vn else None))
+    out = _plot(db, "quic-support", tmp_path, rid)
+    rows = _csv(tmp_path / "quic-support.csv")
+    assert [(r["top_cut"], r["hosts"], r["quic_hosts"]) for r in rows] == [("10", "10", "4"), ("100", "15", "4")]
+    svg = (tmp_path / "quic-support.svg").read_text()
+    assert "all 15" in svg and "(n=15)" in svg and "(n=10)" in svg
+    assert {"n": 15, "what": "hostnames in the top 100"} in out["notes"]["samples"]
+    # three series that coincide are all drawn (three lines in the legend and plot)
+    assert svg.count("QUIC (Version Negotiation)") == 1 and "Alt-Svc h3" in svg and "HTTPS RR h3" in svg
