@@ -72,13 +72,19 @@ class FigureContext:
         return provenance_text(prov)
 
     def write_csv(self, header: Sequence[str], rows, suffix: str = "") -> Path:
+        """NAME.csv; for a table (a name ending in -table) also NAME.tex (LaTeX booktabs)."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        rows = [list(r) for r in rows]
         p = self.out_dir / f"{self.name}{suffix}.csv"
         with p.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows(rows)
         self.written.append(p)
+        if self.name.endswith("-table") and not suffix:
+            tex = self.out_dir / f"{self.name}.tex"
+            tex.write_text(latex_table(header, rows))
+            self.written.append(tex)
         return p
 
     def cdf_figure(self, curves, xlabel: str, ylabel: str, csv_header: Sequence[str], *,
@@ -149,6 +155,28 @@ class FigureContext:
         """A published value of the thesis/paper beside ours (``thesis`` None = not published)."""
         self.notes.setdefault("compare", []).append(
             {"quantity": quantity, "thesis": thesis, "ours": ours, "unit": unit})
+
+
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _tex(v) -> str:
+    text = "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def latex_table(header: Sequence[str], rows) -> str:
+    """A booktabs tabular (\\usepackage{booktabs}); numbers right-aligned."""
+    rows = [list(r) for r in rows]
+    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) and bool(rows)
+               for i in range(len(header))]
+    spec = "".join("r" if n else "l" for n in numeric)
+    lines = [f"\\begin{{tabular}}{{{spec}}}", "\\toprule", " & ".join(_tex(h) for h in header) + r" \\",
+             "\\midrule"]
+    lines += [" & ".join(_tex(v) for v in r) + r" \\" for r in rows]
+    lines += ["\\bottomrule", "\\end{tabular}", ""]
+    return "\n".join(lines)
 
 
 def run_provenance(db: Database, runs) -> list[dict]:

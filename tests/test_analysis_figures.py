@@ -58,6 +58,8 @@ def test_tfo_support_cuts_capped_with_n(db, tmp_path):
     svg = (tmp_path / "b" / "tfo-support-table.svg").read_text()
     assert "(n=10)" in svg and "(n=22)" in svg                     # n on the figure itself
     assert "testbed (nstb-vantage)" in svg and "2026-11-01" in svg   # and where the data came from
+    tex = (tmp_path / "b" / "tfo-support-table.tex").read_text()     # the table for a paper, booktabs
+    assert "\\toprule" in tex and "top\\_list & cut\\_rank" in tex and "all 22 & 22 & 22 &" in tex
 
 
 def _key_run(conn, spans: dict[str, float]) -> int:
