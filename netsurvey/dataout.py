@@ -146,13 +146,12 @@ def stream(cur, query: str) -> tuple[list[str], Iterator[tuple]]:
     sent with the extended protocol (one statement only). Errors raise UsageError."""
     import psycopg
 
-    it = cur.stream(query, size=STREAM_CHUNK_ROWS)
+    # chunks of rows need libpq 17 (psycopg[binary] ships 17+); older: single-row mode
+    it = cur.stream(query, size=STREAM_CHUNK_ROWS if psycopg.pq.version() >= 170000 else 1)
     try:
         first = next(it, None)
     except psycopg.Error as exc:
         raise UsageError(f"query refused: {(exc.diag.message_primary or str(exc)).strip()}") from None
-    except ValueError as exc:   # psycopg refuses e.g. chunked mode on an old libpq: fall back
-        raise UsageError(f"query refused: {exc}") from None
     if cur.description is not None:
         cols = [d.name for d in cur.description]
     else:   # no row came: a SELECT with an empty result, or a statement without rows
