@@ -229,7 +229,8 @@ def arrow_tables(conn, relation: str, cols: Sequence[Column], where: sql.Composa
 
     schema = arrow_schema(cols)
     for rows in _batches(conn, _select(relation, cols, "parquet", where), batch_rows):
-        yield pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+        columns = list(zip(*rows))      # column-wise: ~2x faster than from_pylist over dicts
+        yield pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
 
 
 def _write_parquet(conn, relation, cols, where, path: Path, t: TableExport, batch_rows: int) -> None:
