@@ -9,6 +9,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -151,3 +153,25 @@ def test_quic_support_capped_with_n(db, tmp_path):
     assert {"n": 15, "what": "hostnames in the top 100"} in out["notes"]["samples"]
     # three series that coincide are all drawn (three lines in the legend and plot)
     assert svg.count("QUIC (Version Negotiation)") == 1 and "Alt-Svc h3" in svg and "HTTPS RR h3" in svg
+
+
+def test_tls_shared_groups_weighted_by_host_and_table_mean(db, tmp_path):
+    with db.connect() as conn:
+        rid = _run(conn, "tls-shared")
+        groups = {("resumption", 1): ["a", "b", "c", "d"], ("resumption", 2): ["e"], ("resumption", 3): ["f"],
+                  ("san", 1): ["a", "b"], ("san", 2): ["c", "d"], ("san", 3): ["e"], ("san", 4): ["f"]}
+        for (kind, gid), members in groups.items():
+            for h in members:
+                conn.execute("INSERT INTO tls_shared_group (run_id, kind, group_id, hostname) VALUES (%s, %s, %s, %s)",
+                             (rid, kind, gid, h + ".test"))
+    out = _plot(db, "tls-shared-groups", tmp_path, rid)
+    rows = _csv(tmp_path / "tls-shared-groups.csv")
+    res = {float(r["size"]): float(r["cdf"]) for r in rows if r["kind"] == "resumption"}
+    # per host: 2 of 6 hosts are alone, 4 of 6 in the group of 4 (per group it would be 2/3 at size 1)
+    assert res == {1.0: pytest.approx(2 / 6, abs=1e-3), 4.0: 1.0}    # (1000-point quantile grid)
+    assert {"n": 6, "what": "hosts (resumption)"} in out["notes"]["samples"]
+    _plot(db, "tls-shared-table", tmp_path, rid)
+    table = {r["kind"]: r for r in _csv(tmp_path / "tls-shared-table.csv")}
+    assert (table["san"]["groups_size_gt1"], table["san"]["hosts"], table["san"]["mean_group_size_gt1"]) == \
+        ("2", "6", "2.0")
+    assert table["resumption"]["mean_group_size_gt1"] == "4.0" and table["resumption"]["largest"] == "4"
