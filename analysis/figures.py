@@ -102,6 +102,9 @@ class FigureContext:
             rows += [(c.group, v, p) for v, p in zip(c.values, c.probs)]
         if curves:
             ax.legend()
+        if not self.notes.get("samples"):   # n per series for the report unless the figure said more
+            for c in curves:
+                self.sample(c.n, f"observations ({c.group})" if c.group is not None else "observations")
         self.write_csv(csv_header, rows)
         if save:
             self.save(fig)

@@ -98,7 +98,9 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
             parts.append(f"<tr><td>{_e(c['quantity'])}</td><td>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
         parts.append("</table>")
     else:
-        parts.append("<p>thesis value: none published for this quantity.</p>")
+        # honest: the thesis may well publish a value; it has not been entered for this figure
+        parts.append("<p>thesis value: not entered for comparison in this figure "
+                     f"(see {_e(spec.thesis or 'the thesis')}).</p>")
     for p in ctx.written:
         if p.suffix == ".png":
             b64 = base64.b64encode(p.read_bytes()).decode()
