@@ -185,25 +185,9 @@ def sql_cmd(
 
 
 # -- export --------------------------------------------------------------------------
-@app.command("export")
-def export_cmd(
-    run: int = typer.Option(..., "--run", help="scan_run id to export."),
-    tables: list[str] = typer.Option([], "--table", help="Only this table or view (repeatable; default: every table with a run_id column)."),
-    fmt: str = typer.Option("parquet", "--format", help="jsonl, parquet or csv."),
-    out_dir: Path = typer.Option(..., "--out", help="New or empty directory for the files and manifest.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
-) -> None:
-    """Write one run's rows (one file per table) and manifest.json with checksums; streams."""
-    from .export import export_run
+from .export import export_command  # noqa: E402
 
-    manifest = export_run(migrated_db(), run, out_dir, fmt, tables)
-    manifest.pop("_batches", None)
-    if as_json:
-        print(json.dumps(manifest, default=str))
-        return
-    for f in manifest["files"]:
-        out.print(f"{out_dir / f['file']}: {f['rows']} rows", highlight=False)
-    out.print(f"{out_dir / 'manifest.json'}", highlight=False)
+app.command("export")(export_command)
 
 
 # -- demo ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 import psycopg
+import typer
 from psycopg import sql
 
 from .db import Database
@@ -388,3 +389,25 @@ def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Seque
     os.replace(tmp, out_dir / "manifest.json")
     manifest["_batches"] = {t.table: t.batches for t in results}
     return manifest
+
+
+# -- the command (registered by netsurvey.cli) ---------------------------------------------
+
+def export_command(
+    run: int = typer.Option(..., "--run", help="scan_run id to export."),
+    tables: list[str] = typer.Option([], "--table", help="Only this table or view (repeatable; default: every table with a run_id column)."),
+    fmt: str = typer.Option("parquet", "--format", help="jsonl, parquet or csv."),
+    out_dir: Path = typer.Option(..., "--out", help="New or empty directory for the files and manifest.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+) -> None:
+    """Write one run's rows (one file per table) and manifest.json with checksums; streams."""
+    from .clictx import migrated_db
+
+    manifest = export_run(migrated_db(), run, out_dir, fmt, tables)
+    manifest.pop("_batches", None)
+    if as_json:
+        print(json.dumps(manifest, default=str))
+        return
+    for f in manifest["files"]:
+        print(f"{out_dir / f['file']}: {f['rows']} rows")
+    print(out_dir / "manifest.json")
