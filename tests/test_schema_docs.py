@@ -6,10 +6,12 @@ from conftest import REPO, run_cli
 
 from netsurvey.schemadoc import missing_comments, render
 
+
 def test_every_table_view_and_column_has_a_comment(db):
     with db.connect() as conn:
         missing = missing_comments(conn)
     assert missing == [], f"{len(missing)} without COMMENT ON (add them in a new schema/NNNN_*.sql): {missing[:40]}"
+
 
 def test_missing_comment_is_caught(db):
     with db.connect() as conn:
@@ -17,6 +19,7 @@ def test_missing_comment_is_caught(db):
         conn.execute("COMMENT ON TABLE zz_undocumented IS 'x'")
         conn.execute("COMMENT ON COLUMN zz_undocumented.run_id IS 'y'")
         assert missing_comments(conn) == ["zz_undocumented.value_ms"]
+
 
 def test_docs_schema_md_is_generated_and_current(db, tmp_path):
     out = tmp_path / "schema.md"
