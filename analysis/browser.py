@@ -67,7 +67,7 @@ def tracking_table(ctx: FigureContext) -> None:
     ctx.save(fig)
 
 
-@figure("browser-plt-cdf", sources=["browser_visit"], thesis="BLAST Fig. 2 (page load time)")
+@figure("browser-plt-cdf", sources=["browser_visit"], thesis="BLAST page-load-time metric (no figure counterpart)")
 def plt_cdf(ctx: FigureContext) -> None:
     """CDF of the page load time (95% of resources, ms) of complete visits."""
     runs = ctx.run_ids("browser-pageload")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .engine import cdf
 from .figures import FigureContext, figure
-from .style import new_figure, step_cdf
+from .style import new_figure, series_style, step_cdf
 
 
 @figure("quic-support", sources=["quic_support_by_cut"], thesis="Table 6.2")
@@ -20,14 +20,26 @@ def quic_support(ctx: FigureContext) -> None:
                       sum(https_rr_h3_share * hosts) / sum(hosts)
                FROM quic_support_by_cut WHERE run_id = ANY(%s) GROUP BY cut ORDER BY cut""",
             (list(runs),)).fetchall()
+    # cuts past the list size repeat the whole list: keep the first of them only
+    total = max((r[1] for r in rows), default=0)
+    rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1][1] < total]
     ctx.write_csv(["top_cut", "hosts", "quic_hosts", "quic_share", "alt_svc_h3_share", "https_rr_h3_share"],
                   [(c, n, q, round(s, 6), round(a, 6), round(h, 6)) for c, n, q, s, a, h in rows])
-    fig, ax = new_figure("top-list cut [hostnames]", "share of hostnames [%]", logx=True)
+    fig, ax = new_figure("top-list cut [hostnames] (n = hostnames in the cut)", "share of hostnames [%]",
+                         logx=len(rows) > 1)
     cuts = [r[0] for r in rows]
     for i, (label, col) in enumerate((("QUIC (Version Negotiation)", 3), ("Alt-Svc h3", 4), ("HTTPS RR h3", 5))):
-        ax.plot(cuts, [100 * r[col] for r in rows], marker="o", label=label)
-    ax.set_ylim(0, 100)
+        style = series_style(i)
+        style.pop("markevery")
+        style["markersize"] = 7 - 2 * i      # coinciding points stay visible: big, medium, small
+        ax.plot(cuts, [100 * r[col] for r in rows], label=label, **style)
+    ax.set_xticks(cuts, [f"{'all ' if n == total and c > n else 'top '}{n if c > n else c}\n(n={n})"
+                         for c, n, *_ in rows])
+    ax.minorticks_off()
+    ax.set_ylim(0, 105)
     ax.legend()
+    for c, n, *_ in rows:
+        ctx.sample(n, f"hostnames in the top {c}")
     ctx.save(fig)
 
 

@@ -8,6 +8,7 @@ import base64
 import csv
 import datetime as dt
 import html
+import re
 import shutil
 from pathlib import Path
 from typing import Sequence
@@ -15,7 +16,7 @@ from typing import Sequence
 from netsurvey.db import Database
 from netsurvey.errors import UsageError
 
-from .figures import FigureContext, load_all
+from .figures import FigureContext, load_all, provenance_text, run_provenance
 
 CSS = """
 body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
@@ -70,7 +71,9 @@ def _fmt(v: str) -> str:
 
 
 def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir: Path, runs: Sequence[int]) -> str:
-    cmd = f"netsurvey plot {spec.name}" + "".join(f" --run {r}" for r in runs) + " --out figures"
+    # pin the runs the figure actually used, so rebuilding it later gives the same figure
+    pinned = (ctx.notes.get("runs") if ctx is not None and status == "ok" else None) or runs
+    cmd = f"netsurvey plot {spec.name}" + "".join(f" --run {r}" for r in pinned) + " --out figures"
     parts = [f'<section id="{_e(spec.name)}" class="{ "missing" if status != "ok" else "" }" data-status="{status}">',
              f"<h2>{_e(spec.name)} <span class='tag'>{_e(spec.thesis or 'no thesis counterpart')}</span> "
              f"<span class='tag {'ok' if status == 'ok' else 'no' if status == 'missing' else 'err'}'>"
@@ -85,6 +88,8 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
     run_text = ", ".join(map(str, notes.get("runs", []))) or "none (no measurement runs involved)"
     sample_text = "; ".join(f"{s['n']} {s['what']}" for s in notes.get("samples", [])) or "not recorded"
     parts.append(f"<p>scan runs: {_e(run_text)}; sample sizes: {_e(sample_text)}</p>")
+    if notes.get("provenance"):
+        parts.append(f"<p>{_e(provenance_text(notes['provenance']))}</p>")
     if notes.get("compare"):
         parts.append("<table><tr><th>quantity</th><th>thesis / paper</th><th>ours</th><th>unit</th></tr>")
         for c in notes["compare"]:
@@ -93,7 +98,9 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
             parts.append(f"<tr><td>{_e(c['quantity'])}</td><td>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
         parts.append("</table>")
     else:
-        parts.append("<p>thesis value: none published for this quantity.</p>")
+        # honest: the thesis may well publish a value; it has not been entered for this figure
+        parts.append("<p>thesis value: not entered for comparison in this figure "
+                     f"(see {_e(spec.thesis or 'the thesis')}).</p>")
     for p in ctx.written:
         if p.suffix == ".png":
             b64 = base64.b64encode(p.read_bytes()).decode()
@@ -106,9 +113,33 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
     return "\n".join(parts)
 
 
+_THESIS_REF = re.compile(r"(\d+)\.(\d+)")
+
+
+def thesis_order(thesis: str, name: str):
+    """Sort key: thesis chapter and number (Fig 3.2 before Table 3.6 before Fig 4.5), then
+    sections without a thesis counterpart, by name."""
+    m = _THESIS_REF.search(thesis or "")
+    return (0, int(m.group(1)), int(m.group(2)), name) if m else (1, 0, 0, name)
+
+
+def _provenance_banner(prov: list[dict]) -> str:
+    where = sorted({p["where"] for p in prov})
+    rows = "".join(
+        f"<tr><td>{p['run']}</td><td>{_e(p['kind'])}</td><td>{_e(p['status'])}</td><td>{_e(p['where'])}</td>"
+        f"<td>{_e(p['netns'] or '')}</td><td>{_e(p['host'] or '')}</td><td>{_e((p['started_at'] or '')[:19])}</td>"
+        f"<td>{_e((p['finished_at'] or '')[:19])}</td><td>{_e(p['list'] or '')}"
+        f"{_e(' top ' + str(p['top']) if p['top'] else '')}</td></tr>" for p in prov)
+    return (f"<h2>Where the data came from</h2><p class='provenance'><b>Data: {_e(' and '.join(where))}</b> "
+            f"({len(prov)} scan runs; testbed = the emulated mini-Internet of config/testbed.toml, run in the "
+            "nstb-vantage namespace; Internet = any other vantage). Times are UTC.</p>"
+            "<table><tr><th>run</th><th>kind</th><th>status</th><th>data</th><th>namespace</th><th>vantage host</th>"
+            f"<th>started</th><th>finished</th><th>target list</th></tr>{rows}</table>")
+
+
 def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
     """Render every registered figure into ``out_dir/figures`` and write ``out_dir/index.html``."""
-    specs = load_all()
+    specs = dict(sorted(load_all().items(), key=lambda kv: thesis_order(kv[1].thesis, kv[0])))
     fig_dir = out_dir / "figures"
     if fig_dir.exists():
         shutil.rmtree(fig_dir)
@@ -123,6 +154,8 @@ def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
             status, reason = "missing", str(exc)
         except Exception as exc:  # a broken figure is reported, never hidden
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        if status == "ok" and ctx.notes.get("runs") and "provenance" not in ctx.notes:
+            ctx.notes["provenance"] = run_provenance(db, ctx.notes["runs"])
         if status == "ok" and not any(p.suffix in (".png", ".csv") for p in ctx.written):
             status, reason = "failed", "the figure function wrote no PNG or CSV"
         summary[{"ok": "rendered", "missing": "missing", "failed": "failed"}[status]] += 1
@@ -134,6 +167,9 @@ def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
                              "FROM scan_run GROUP BY kind ORDER BY kind").fetchall()
     run_rows = "".join(f"<tr><td>{_e(k)}</td><td>{n}</td><td>{f}</td><td>{m}</td></tr>" for k, n, f, m in kinds) \
         or "<tr><td colspan=4>no scan runs in the database</td></tr>"
+    used = sorted({r for f in summary["figures"].values() for r in f["notes"].get("runs", [])})
+    banner = _provenance_banner(run_provenance(db, used)) if used else \
+        "<p><b>Data:</b> no measurement runs were used (analytic models only).</p>"
     toc = "".join(f"<li><a href='#{_e(n)}'>{_e(n)}</a> ({_e(s.thesis)}): {summary['figures'][n]['status']}</li>"
                   for n, s in specs.items())
     doc = f"""<!DOCTYPE html>
@@ -143,6 +179,7 @@ def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
 <p>Generated by <code>netsurvey report --out {_e(out_dir)}</code>{''.join(f' --run {r}' for r in runs)}
 from the database only (no network). {summary['rendered']} figures/tables rendered, {summary['missing']} without data,
 {summary['failed']} failed. Generated at {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>
+{banner}
 <h2>Scan runs in the database</h2>
 <table><tr><th>kind</th><th>runs</th><th>finished</th><th>latest id</th></tr>{run_rows}</table>
 <h2>Contents</h2><ul>{toc}</ul>

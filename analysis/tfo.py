@@ -11,21 +11,41 @@ CUT_LABELS = {10: "Top 10", 100: "Top 100", 1000: "Top 1K", 10000: "Top 10K", 10
 
 @figure("tfo-support-table", sources=["tfo_probe", "tfo_support_by_cut"], thesis="Table 3.1")
 def support_table(ctx: FigureContext) -> None:
-    """Share of hostnames with TFO support per top-list cut."""
+    """Share of hostnames with TFO support per top-list cut (cuts capped at the list size, n per cut)."""
     runs = ctx.run_ids("tfo")
     with ctx.db.connect() as conn:
         rows = conn.execute(
             "SELECT cut, sum(hostnames)::int, sum(resolution_failed)::int, sum(responded)::int, sum(silent)::int,"
             " sum(tfo)::int FROM tfo_support_by_cut WHERE run_id = ANY(%s) GROUP BY cut ORDER BY cut",
             (list(runs),)).fetchall()
-    table = [(CUT_LABELS[c], n, rf, resp, sil, t, round(100.0 * t / n, 1) if n else 0.0) for c, n, rf, resp, sil, t in rows]
-    ctx.write_csv(["top_list", "hostnames", "resolution_failed", "responded", "silent", "tfo", "tfo_share_percent"], table)
-    fig, ax = new_figure("top list", "hostnames with TFO support [%]")
-    ax.bar([r[0] for r in table], [r[6] for r in table], color="#4477aa")
+        listed = conn.execute("SELECT max(rank) FROM tfo_probe WHERE run_id = ANY(%s) AND round = 0",
+                              (list(runs),)).fetchone()[0] or 0
+    table = []
+    for c, n, rf, resp, sil, t in capped_cuts(rows, listed):
+        label = CUT_LABELS[c] if c <= listed else f"all {listed}"
+        table.append((label, min(c, listed), n, rf, resp, sil, t, round(100.0 * t / n, 1) if n else 0.0))
+    ctx.write_csv(["top_list", "cut_rank", "hostnames", "resolution_failed", "responded", "silent", "tfo",
+                   "tfo_share_percent"], table)
+    fig, ax = new_figure("top list (ranks 1..cut; n = hostnames probed)", "hostnames with TFO support [%]")
+    ax.bar([f"{r[0]}\n(n={r[2]})" for r in table], [r[7] for r in table], color="#4477aa")
     for i, r in enumerate(table):
-        ax.annotate(f"{r[6]:.1f}%", (i, r[6]), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{r[7]:.1f}% ({r[6]}/{r[2]})", (i, r[7]), ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, 105)
+    for r in table:
+        ctx.sample(r[2], f"hostnames in {r[0]}")
     ctx.save(fig)
     ctx.notes["rows"] = table
+
+
+def capped_cuts(rows, listed: int):
+    """The rows of cuts smaller than the list, plus the first cut that holds the whole list
+    (larger cuts repeat it): a list of 7 names gives one row, not six identical ones."""
+    out = []
+    for r in rows:
+        out.append(r)
+        if r[0] >= listed:
+            break
+    return out
 
 
 @figure("tfo-addresses-per-host", sources=["tfo_probe", "tfo_lb_host"], thesis="Fig 3.2")

@@ -2,9 +2,11 @@
 computed in PostgreSQL from the views of schema/0003_tls.sql."""
 from __future__ import annotations
 
+from netsurvey.errors import UsageError
+
 from .engine import cdf
 from .figures import FigureContext, figure
-from .style import new_figure, step_cdf
+from .style import new_figure, series_style, step_cdf
 
 
 def _runs(ctx: FigureContext, kind: str) -> list[int]:
@@ -37,24 +39,34 @@ def tls_support(ctx: FigureContext) -> None:
 
 
 def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
-    runs = _runs(ctx, "tls")
+    runs = list(ctx.runs_of_kind("tls")) if ctx.runs else _runs(ctx, "tls")
     cdfs = cdf(ctx.db, "SELECT lifetime_s AS value, version AS grp FROM tls_lifetime_hint_v WHERE run_id = ANY(%s)",
                (runs,))
     measured = []
-    with ctx.db.connect() as conn:
-        lrun = conn.execute("SELECT max(id) FROM scan_run WHERE kind = 'tls-lifetime' AND status = 'finished'"
-                            ).fetchone()[0]
-    if lrun is not None and not logx:
-        measured = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
-                               "FROM tls_lifetime_measured_v WHERE run_id = %s", (lrun,))
-    fig, ax = new_figure("lifetime [s]", "CDF of hosts", logx=logx)
+    if not logx:
+        # the measured line comes from the tls-lifetime run(s) given with --run, else the latest one
+        try:
+            lruns = list(ctx.runs_of_kind("tls-lifetime"))
+        except UsageError:
+            lruns = []
+        if lruns:
+            measured = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
+                                   "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)", (lruns,))
+        ctx.notes["measured_runs"] = lruns
+    # log axis whenever the values span more than a decade (hints run from minutes to days)
+    values = [v for c in [*cdfs, *measured] for v in c.values if v > 0]
+    log_axis = logx or (bool(values) and max(values) / min(values) > 10)
+    fig, ax = new_figure("lifetime [s]", "CDF of hosts", logx=log_axis)
     rows = []
-    for c in cdfs:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"hint TLS {c.group} (n={c.n})")
+    for i, c in enumerate(cdfs):
+        step_cdf(ax, list(c.values), list(c.probs), label=f"hint TLS {c.group} (n={c.n})", **series_style(i))
         rows += [("hint", c.group, v, p) for v, p in zip(c.values, c.probs)]
-    for c in measured:
-        step_cdf(ax, list(c.values), list(c.probs), label=f"measured {c.group} (n={c.n})", linestyle="--")
+        ctx.sample(c.n, f"hosts with a TLS {c.group} ticket hint")
+    for j, c in enumerate(measured):
+        step_cdf(ax, list(c.values), list(c.probs), label=f"measured {c.group} (n={c.n})",
+                 **series_style(len(cdfs) + j, dashed=True))
         rows += [("measured", c.group, v, p) for v, p in zip(c.values, c.probs)]
+        ctx.sample(c.n, f"hosts measured ({c.group})")
     ax.legend()
     ctx.write_csv(["series", "group", "lifetime_s", "cdf"], rows)
     ctx.save(fig)
@@ -84,33 +96,48 @@ def tls_lifetime_measured(ctx: FigureContext) -> None:
 
 @figure("tls-shared-groups", sources=["tls_shared_group_size_v"], thesis="Fig 4.9")
 def tls_shared_groups(ctx: FigureContext) -> None:
-    """CDF of shared-state group sizes (resumption groups) and the largest group."""
+    """CDF over hosts (each host weighted once, as the thesis) of the size of its shared-state group."""
     runs = _runs(ctx, "tls-shared")
-    cdfs = cdf(ctx.db, "SELECT size AS value, kind AS grp FROM tls_shared_group_size_v WHERE run_id = ANY(%s)",
-               (runs,))
-    ctx.cdf_figure(cdfs, "group size [hosts]", "CDF of groups", ["kind", "size", "cdf"],
-                   label="{group} (n={n} groups)")
+    # one row per member: a group of 40 hosts counts 40 times, a singleton once
+    cdfs = cdf(ctx.db, "SELECT g.size AS value, g.kind AS grp FROM tls_shared_group_size_v g"
+                       " CROSS JOIN LATERAL unnest(g.members) m WHERE g.run_id = ANY(%s)", (runs,))
+    for c in cdfs:
+        ctx.sample(c.n, f"hosts ({c.group})")
+    ctx.cdf_figure(cdfs, "size of the host's group [hosts]", "CDF of hosts", ["kind", "size", "cdf"],
+                   label="{group} (n={n} hosts)")
 
 
 @figure("tls-shared-table", sources=["tls_shared_group_size_v"], thesis="Table 5.3")
 def tls_shared_table(ctx: FigureContext) -> None:
-    """Table 5.3: groups by resumption, by SAN trust and by their union (count, largest)."""
+    """Table 5.3: groups by resumption, by SAN trust and by their union (count, mean and largest size)."""
     runs = _runs(ctx, "tls-shared")
     with ctx.db.connect() as conn:
         rows = conn.execute(
             """SELECT kind, count(*) FILTER (WHERE size > 1)::int AS groups,
                       coalesce(sum(size) FILTER (WHERE size > 1), 0)::int AS hosts_in_groups,
+                      sum(size)::int AS hosts,
+                      round(avg(size) FILTER (WHERE size > 1), 2)::float8 AS mean_group_size,
                       max(size)::int AS largest,
                       (array_agg(array_to_string(members, ' ') ORDER BY size DESC, members))[1] AS largest_members
                FROM tls_shared_group_size_v WHERE run_id = ANY(%s) GROUP BY kind ORDER BY kind""",
             (runs,)).fetchall()
-    ctx.write_csv(["kind", "groups_size_gt1", "hosts_in_groups", "largest", "largest_members"], rows)
+    for r in rows:
+        ctx.sample(r[3], f"hosts ({r[0]})")
+    ctx.write_csv(["kind", "groups_size_gt1", "hosts_in_groups", "hosts", "mean_group_size_gt1", "largest",
+                   "largest_members"], rows)
 
 
-@figure("tls-key-rotation", sources=["tls_key_name_span_v"], thesis="Fig 4.10")
+@figure("tls-key-rotation", sources=["tls_handshake"], thesis="Fig 4.10")
 def tls_key_rotation(ctx: FigureContext) -> None:
     """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound)."""
-    cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM tls_key_name_span_v "
-                       "GROUP BY hostname, version")
+    # rotation shows across repeated scans: --run picks them, else every finished tls run
+    runs = list(ctx.runs_of_kind("tls", all_finished=True))
+    cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM ("
+                       " SELECT hostname, version, key_name,"
+                       "        extract(epoch FROM max(observed_at) - min(observed_at))::float8 AS span_s"
+                       " FROM tls_handshake WHERE key_name IS NOT NULL AND run_id = ANY(%s)"
+                       " GROUP BY hostname, version, key_name) k GROUP BY hostname, version", (runs,))
+    for c in cdfs:
+        ctx.sample(c.n, f"hosts with TLS {c.group} tickets")
     ctx.cdf_figure(cdfs, "longest observed use of one key_name [s]", "CDF of hosts", ["version", "span_s", "cdf"],
                    label="TLS {group} (n={n})")

@@ -5,7 +5,6 @@ Bad input gives one line on stderr and exit code 2, with nothing written.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import json
 import sys
@@ -73,6 +72,14 @@ def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
     out.print(f"applied migrations: {len(st['applied'])}; pending: {', '.join(st['pending']) or 'none'}")
     for t, n in st["rows"].items():
         out.print(f"  {t}: {n} rows")
+
+
+@db_app.command("docs")
+def db_docs(out_file: Optional[Path] = typer.Option(None, "--out", help="Markdown file (default: docs/schema.md).")) -> None:
+    """Write the data dictionary (every table, view and column) from the database's comments."""
+    from .schemadoc import DEFAULT_OUT, write
+
+    out.print(str(write(migrated_db(), out_file or DEFAULT_OUT)), highlight=False)
 
 
 @db_app.command("down")
@@ -146,39 +153,40 @@ def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 # -- sql -----------------------------------------------------------------------------
 @app.command("sql")
 def sql_cmd(
-    query: str = typer.Argument(..., help="One SQL statement, run in a read-only transaction."),
-    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    query: Optional[str] = typer.Argument(None, help="One SQL statement, run in a read-only transaction; - reads it from stdin."),
+    file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the statement from this file (- = stdin)."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json (an array) or jsonl (one object a line); see docs/data.md."),
 ) -> None:
-    """Run one read-only query and print the rows."""
-    import psycopg
+    """Run one read-only query and print the rows (csv/json/jsonl stream as they arrive)."""
+    from . import dataout
 
-    if fmt not in ("table", "csv", "json"):
-        raise UsageError(f"--format: {fmt!r} is not one of table, csv, json")
+    if fmt not in dataout.FORMATS:
+        raise UsageError(f"--format: {fmt!r} is not one of {', '.join(dataout.FORMATS)}")
+    query = dataout.read_query(query, file)
     with state.db.connect(options="-c default_transaction_read_only=on") as conn:
         conn.read_only = True
         cur = conn.cursor()
-        try:
-            # prepare=True forces the extended protocol: exactly one statement, so no
-            # "COMMIT; ..." can leave the read-only transaction.
-            cur.execute(query, prepare=True)
-        except psycopg.Error as exc:
-            raise UsageError(f"query refused: {(exc.diag.message_primary or str(exc)).strip()}") from None
-        if cur.description is None:
-            raise UsageError("query returned no rows (only read-only queries are allowed)")
-        cols = [d.name for d in cur.description]
-        rows = cur.fetchall()
+        # stream() sends the extended protocol: exactly one statement, so no
+        # "COMMIT; ..." can leave the read-only transaction.
+        cols, rows = dataout.stream(cur, query)
+        if fmt in ("json", "jsonl"):
+            dataout.write_json(cols, rows, sys.stdout, lines=fmt == "jsonl")
+        elif fmt == "csv":
+            dataout.write_csv(cols, rows, sys.stdout, dataout.json_columns(cur))
+        else:
+            from rich.text import Text
+
+            t = Table(*cols)
+            for r in rows:   # Text: a value such as "[ms]" is not Rich markup
+                t.add_row(*[Text("" if v is None else dataout.csv_value(v)) for v in r])
+            out.print(t)
         conn.rollback()
-    if fmt == "json":
-        print(json.dumps([dict(zip(cols, r)) for r in rows], default=str))
-    elif fmt == "csv":
-        w = csv.writer(sys.stdout)
-        w.writerow(cols)
-        w.writerows(rows)
-    else:
-        t = Table(*cols)
-        for r in rows:
-            t.add_row(*["" if v is None else str(v) for v in r])
-        out.print(t)
+
+
+# -- export --------------------------------------------------------------------------
+from .export import export_command  # noqa: E402
+
+app.command("export")(export_command)
 
 
 # -- demo ----------------------------------------------------------------------------
