@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .clictx import migrated_db, state
+from .clictx import migrated_db, reader_db, state
 from .db import stop_embedded
 from .errors import MigrationError, UsageError
 
@@ -51,7 +51,7 @@ def db_up() -> None:
     """Start the embedded PostgreSQL if needed and apply pending migrations."""
     db = state.db
     applied = db.migrate()
-    out.print(f"database ready ({'embedded' if db.embedded_dir else 'external'}): {db.dsn}")
+    out.print(f"database ready ({'embedded' if db.embedded_dir else 'external'}): {db.masked_dsn}")
     out.print(f"migrations applied now: {', '.join(applied) if applied else 'none (up to date)'}")
 
 
@@ -128,7 +128,7 @@ def targets_import(
 @targets_app.command("list")
 def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Imported lists with their sizes."""
-    with state.db.connect() as conn:
+    with state.database(create=False).connect() as conn:
         if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:
             rows = []
         else:
@@ -149,21 +149,24 @@ def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 def sql_cmd(
     query: str = typer.Argument(..., help="One SQL statement, run in a read-only transaction."),
     fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
+                                              help="Statement timeout (default [database].statement_timeout_s, 300)."),
 ) -> None:
-    """Run one read-only query and print the rows."""
+    """Run one read-only query (as the read-only role, with a statement timeout) and print the rows."""
     import psycopg
+
+    from .readonly import connect_reader, postgres_message
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format: {fmt!r} is not one of table, csv, json")
-    with state.db.connect(options="-c default_transaction_read_only=on") as conn:
-        conn.read_only = True
+    with connect_reader(state.database(create=False), timeout_s if timeout_s is not None else state.config.database.statement_timeout_s) as conn:
         cur = conn.cursor()
         try:
             # prepare=True forces the extended protocol: exactly one statement, so no
             # "COMMIT; ..." can leave the read-only transaction.
             cur.execute(query, prepare=True)
         except psycopg.Error as exc:
-            raise UsageError(f"query refused: {(exc.diag.message_primary or str(exc)).strip()}") from None
+            raise UsageError(f"query failed: {postgres_message(exc)}") from None
         if cur.description is None:
             raise UsageError("query returned no rows (only read-only queries are allowed)")
         cols = [d.name for d in cur.description]
@@ -214,7 +217,7 @@ def plot_cmd(
             t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
         out.print(t)
         return
-    ctx = render(migrated_db(), name, out_dir, runs)
+    ctx = render(reader_db(), name, out_dir, runs)
     if as_json:
         print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
     else:
@@ -256,7 +259,9 @@ def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", 
     """Recent runs with their status, shard progress and counts."""
     if ctx.invoked_subcommand:
         return
-    db = migrated_db()
+    if limit < 1:
+        raise UsageError(f"--limit: must be at least 1 (got {limit})")
+    db = migrated_db(create=False)
     with db.connect() as conn:
         rows = conn.execute("SELECT id, kind, status, started_at, finished_at, shards, shards_done, shards_failed,"
                             " shards_remaining, counts FROM run_progress ORDER BY id DESC LIMIT %s", (limit,)).fetchall()

@@ -1,4 +1,4 @@
-"""Database access: the embedded PostgreSQL (pgserver) or any server by DSN, and migrations.
+"""Database access: the embedded PostgreSQL (netsurvey.embedded) or any server by DSN, and migrations.
 
 The DSN is chosen in this order: ``--dsn``, ``$NETSURVEY_DSN``, ``[database].dsn`` in the
 config, else the embedded server whose data directory is ``[database].data_dir``
@@ -6,7 +6,6 @@ config, else the embedded server whose data directory is ``[database].data_dir``
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import MigrationError, UsageError
 
@@ -21,63 +21,79 @@ from .errors import MigrationError, UsageError
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
-logging.getLogger("pgserver").setLevel(logging.WARNING)
+def mask_dsn(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``****`` (for printing and recording)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "(not a valid DSN)"
+    if not params.get("password"):
+        return dsn
+    if "://" in dsn:
+        masked = re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1****@", dsn)
+        return re.sub(r"([?&]password=)[^&]*", r"\1****", masked)
+    return make_conninfo(**{**params, "password": "****"})
 
 
-def _embedded_server(data_dir: Path):
-    import warnings
-
-    warnings.filterwarnings("ignore", module="platformdirs")
-    import pgserver  # imported lazily: it starts nothing until asked
-
-    data_dir = data_dir.resolve()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        # pgserver runs postgres as the 'pgserver' user, which must be able to reach it.
-        for p in [data_dir.parent, *data_dir.parent.parents]:
-            mode = p.stat().st_mode
-            if not mode & 0o001:
-                p.chmod(mode | 0o001)
-    import subprocess
-    import time
-
-    # pgserver waits at most 10 s for `pg_ctl -w start`; on a loaded machine that can
-    # expire although the server comes up. Asking again finds the running server.
-    from pgserver.utils import PostmasterInfo
-
-    # pgserver caches one handle per data directory and process; if that server has
-    # stopped since (db down, a restart), forget the handle so the server is started again.
-    info = PostmasterInfo.read_from_pgdata(data_dir) if data_dir.exists() else None
-    if info is None or not info.is_running():
-        pgserver.PostgresServer._instances.pop(data_dir, None)
-    for attempt in range(4):
-        try:
-            return pgserver.get_server(data_dir, cleanup_mode=None)
-        except subprocess.TimeoutExpired:
-            if attempt == 3:
-                raise
-            time.sleep(2)
+def check_dsn(dsn: str, source: str = "--dsn") -> str:
+    """``dsn`` if it is a libpq connection string (key=value or postgres[ql]:// URI)."""
+    if "://" in dsn and not dsn.startswith(("postgresql://", "postgres://")):
+        raise UsageError(f"{source}: {dsn.split('://', 1)[0]}:// is not a PostgreSQL DSN (postgresql://...)")
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise UsageError(f"{source}: not a libpq connection string: {str(exc).strip().splitlines()[0]}") from None
+    return dsn
 
 
 @dataclass(frozen=True)
 class Database:
-    """Where the data lives. ``dsn`` is a libpq connection string."""
+    """Where the data lives. ``dsn`` is a libpq connection string (the role that migrates
+    and writes); ``reader`` that of the read-only role (None: derived, see reader_dsn)."""
 
     dsn: str
     embedded_dir: Optional[Path] = None
+    reader: Optional[str] = None
 
     @classmethod
-    def resolve(cls, dsn: Optional[str], data_dir: Path, config_dsn: str = "") -> "Database":
+    def resolve(cls, dsn: Optional[str], data_dir: Path, config_dsn: str = "", *, create: bool = True,
+                reader_dsn: str = "") -> "Database":
+        """The database named by ``dsn``, $NETSURVEY_DSN or ``config_dsn``, else the embedded
+        server of ``data_dir``, started (and with ``create`` initialised) on demand. Without
+        ``create`` a missing embedded cluster is the error "no database here"."""
+        from . import embedded
+
         chosen = dsn or os.environ.get("NETSURVEY_DSN") or config_dsn
+        reader = os.environ.get("NETSURVEY_READER_DSN") or reader_dsn or None
+        if reader:
+            check_dsn(reader, "NETSURVEY_READER_DSN")
         if chosen:
-            return cls(dsn=chosen)
-        server = _embedded_server(data_dir)
-        return cls(dsn=server.get_uri(), embedded_dir=data_dir.resolve())
+            return cls(dsn=check_dsn(chosen), reader=reader)
+        pm = embedded.ensure_running(Path(data_dir), create=create)
+        return cls(dsn=embedded.conninfo(pm, embedded.OWNER_ROLE), embedded_dir=Path(data_dir).absolute(),
+                   reader=embedded.conninfo(pm, embedded.READER_ROLE))
+
+    @property
+    def reader_dsn(self) -> str:
+        """DSN of the read-only role: given, or this DSN with the user netsurvey_reader when
+        it names one of the embedded server's roles without a password, else this DSN."""
+        from .embedded import OWNER_ROLE, READER_ROLE, WRITER_ROLE
+
+        if self.reader:
+            return self.reader
+        params = conninfo_to_dict(self.dsn)
+        if params.get("user") in (OWNER_ROLE, WRITER_ROLE) and not params.get("password"):
+            return make_conninfo(self.dsn, user=READER_ROLE)
+        return self.dsn
+
+    @property
+    def masked_dsn(self) -> str:
+        return mask_dsn(self.dsn)
 
     def connect(self, **kwargs) -> psycopg.Connection:
         try:
             return psycopg.connect(self.dsn, **kwargs)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             raise UsageError(f"cannot connect to database: {str(exc).strip().splitlines()[0]}") from None
 
     # -- migrations ---------------------------------------------------------------
@@ -126,7 +142,7 @@ class Database:
                 if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
                     counts[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         return {
-            "dsn": self.dsn,
+            "dsn": self.masked_dsn,
             "embedded": self.embedded_dir is not None,
             "server_version": version,
             "applied": applied,
@@ -145,15 +161,6 @@ def migration_files(schema_dir: Path = SCHEMA_DIR) -> list[Path]:
 
 def stop_embedded(data_dir: Path) -> bool:
     """Stop the embedded server if it runs. Returns True if one was stopped."""
-    from pgserver._commands import pg_ctl
-    from pgserver.utils import PostmasterInfo
+    from . import embedded
 
-    data_dir = data_dir.resolve()
-    if not data_dir.exists():
-        return False
-    info = PostmasterInfo.read_from_pgdata(data_dir)
-    if info is None or not info.is_running():
-        return False
-    user = "pgserver" if os.geteuid() == 0 else None
-    pg_ctl(["-w", "stop", "-m", "fast"], pgdata=data_dir, user=user)
-    return True
+    return embedded.stop(Path(data_dir))

@@ -29,6 +29,7 @@ def server_dsn(tmp_path_factory) -> str:
     # Not under pytest's basetemp: concurrent pytest sessions prune each other's old
     # basetemp directories, which would delete a running server's data directory.
     root = Path(tempfile.mkdtemp(prefix="netsurvey-test-pg-"))
+    root.chmod(0o711)  # as root the server runs as netsurvey-db, which must enter it (netsurvey chmods nothing)
     data_dir = root / "pgdata"
     db = Database.resolve(None, data_dir)
     yield db.dsn

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,8 +141,11 @@ def test_database_restart_mid_scan_loses_nothing(tmp_path, testbed):
     """Inline scan; the embedded server is stopped and restarted while it writes."""
     from netsurvey.db import Database, stop_embedded
 
-    data = tmp_path / "pg"
-    os.chmod(tmp_path, 0o755)
+    import tempfile
+
+    own = Path(tempfile.mkdtemp(prefix="netsurvey-test-restart-"))  # pytest's basetemp is 0700
+    own.chmod(0o711)
+    data = own / "pg"
     db = Database.resolve(None, data)
     db.migrate()
     import_list(db, tmp_path, 150, "restart")
@@ -161,6 +165,7 @@ def test_database_restart_mid_scan_loses_nothing(tmp_path, testbed):
         n, distinct = conn.execute("SELECT count(*), count(DISTINCT hostname) FROM test_tcp_probe WHERE run_id = %s",
                                    (run_id,)).fetchone()
     stop_embedded(data)
+    shutil.rmtree(own, ignore_errors=True)
     assert (n, distinct) == (150, 150)
 
 
