@@ -6,6 +6,7 @@ config, else the embedded server whose data directory is ``[database].data_dir``
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -104,13 +105,27 @@ class Database:
         :class:`MigrationError` naming the file.
         """
         files = migration_files(schema_dir)
+        sums = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
         applied: list[str] = []
         with self.connect(autocommit=True) as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            with conn.transaction():  # parallel `db up`: one creates the table, the others wait
+                conn.execute("SELECT pg_advisory_xact_lock(727274)")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), checksum text)"
+                )
+                if not conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'schema_migrations'"
+                                    " AND column_name = 'checksum' AND table_schema = current_schema()").fetchone():
+                    conn.execute("ALTER TABLE schema_migrations ADD COLUMN checksum text")
+                recorded = dict(conn.execute("SELECT version, checksum FROM schema_migrations").fetchall())
+                for name, checksum in recorded.items():
+                    if name in sums and checksum is not None and checksum != sums[name]:
+                        raise MigrationError(name, "was edited after it was applied (its SHA-256 differs from the "
+                                                   "one recorded); restore it and put the change in a new migration")
+                    if name in sums and checksum is None:  # applied before checksums were recorded
+                        conn.execute("UPDATE schema_migrations SET checksum = %s WHERE version = %s",
+                                     (sums[name], name))
+            done = set(recorded)
             for path in files:
                 if path.name in done:
                     continue
@@ -123,7 +138,8 @@ class Database:
                         if again:
                             continue
                         conn.execute(path.read_text())
-                        conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (path.name,))
+                        conn.execute("INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)",
+                                     (path.name, sums[path.name]))
                 except psycopg.Error as exc:
                     msg = (exc.diag.message_primary or str(exc)).strip()
                     raise MigrationError(path.name, msg) from None

@@ -52,6 +52,8 @@ _SOCKET_NAME = f".s.PGSQL.{PORT}"
 _SOCKET_MAX_BYTES = 107  # sun_path is 108 bytes with the terminating NUL
 _TEMP_SOCKET_PREFIX = "netsurvey-pg-"
 _BOOTSTRAPPED = "netsurvey.bootstrapped"
+_NOT_A_CLUSTER = ("data_dir {data_dir} exists but is not an initialised PostgreSQL cluster; point "
+                  "[database].data_dir at a new path (it is created) or at a cluster")
 NO_DATABASE = "no database here; run `netsurvey db up` or set NETSURVEY_DSN"
 
 
@@ -295,6 +297,8 @@ def ensure_running(data_dir: Path, create: bool = True) -> Postmaster:
     user = _service_user()
     if data_dir.exists() and not data_dir.is_dir():
         raise UsageError(f"data_dir {data_dir} exists and is not a directory")
+    if data_dir.exists() and not is_cluster(data_dir):
+        raise UsageError(_NOT_A_CLUSTER.format(data_dir=data_dir))
     blocked = _blocking_ancestor(data_dir.parent, user)
     if blocked is not None:
         raise UsageError(f"the embedded server runs as {user.name!r}, which cannot enter {blocked} "
@@ -321,8 +325,7 @@ def ensure_running(data_dir: Path, create: bool = True) -> Postmaster:
             _initdb(data_dir, user, bindir)
             fresh = True
         elif not is_cluster(data_dir):
-            raise UsageError(f"data_dir {data_dir} exists but is not an initialised PostgreSQL cluster; "
-                             "point [database].data_dir at a new path (it is created) or at a cluster")
+            raise UsageError(_NOT_A_CLUSTER.format(data_dir=data_dir))
         owner = owner_of_cluster(data_dir)
         if owner.uid == 0:
             raise UsageError(f"data_dir {data_dir} is owned by root; the server never runs as root")

@@ -52,3 +52,27 @@ def test_status_reports_counts(db):
     st = db.status()
     assert st["pending"] == [] and st["rows"]["target"] == 0
     assert st["server_version"].startswith(("15", "16", "17"))
+
+
+def test_edited_applied_migration_is_refused_naming_the_file(db, tmp_path):
+    for p in migration_files():
+        shutil.copy(p, tmp_path / p.name)
+    assert db.migrate(tmp_path) == []          # same files, same checksums
+    edited = tmp_path / "0002_tfo.sql"
+    edited.write_text(edited.read_text() + "\n-- edited after it was applied\n")
+    (tmp_path / "9999_new.sql").write_text("CREATE TABLE must_not_appear (x int);")
+    with pytest.raises(MigrationError) as ei:
+        db.migrate(tmp_path)
+    assert "0002_tfo.sql" in str(ei.value) and "edited" in str(ei.value)
+    assert "must_not_appear" not in tables(db)   # nothing applied after the refusal
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations WHERE checksum IS NULL").fetchone()[0] == 0
+
+
+def test_checksums_are_recorded_for_migrations_applied_before_them(db):
+    with db.connect() as conn:
+        conn.execute("UPDATE schema_migrations SET checksum = NULL")
+        conn.commit()
+    assert db.migrate() == []
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations WHERE checksum IS NULL").fetchone()[0] == 0
