@@ -108,8 +108,12 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
 
 def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
     """Render every registered figure into ``out_dir/figures`` and write ``out_dir/index.html``."""
+    from netsurvey.inputs import known_runs, output_dir
+
     specs = load_all()
-    fig_dir = out_dir / "figures"
+    runs = known_runs(db, runs)
+    fig_dir = output_dir(out_dir) / "figures"
+    output_dir(fig_dir)
     if fig_dir.exists():
         shutil.rmtree(fig_dir)
     fig_dir.mkdir(parents=True)

@@ -105,6 +105,8 @@ def targets_import(
         raise UsageError(f"--date: {date!r} is not YYYY-MM-DD") from None
     if not file.exists():
         raise UsageError(f"{file}: file not found")
+    if not file.is_file():
+        raise UsageError(f"{file}: not a regular file")
     db = migrated_db()
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=as_json) as prog:
