@@ -101,13 +101,25 @@ class Database:
     def migrate(self, schema_dir: Path = SCHEMA_DIR) -> list[str]:
         """Apply pending migrations, each in its own transaction. Returns names applied.
 
-        A failing migration is rolled back (the database stays as it was) and raises
-        :class:`MigrationError` naming the file.
+        Each applied file's SHA-256 is recorded; a file edited after it was applied is
+        refused (MigrationError naming it) before anything runs. Then procrastinate's
+        schema (the job queue) is created, or upgraded with procrastinate's own migration
+        files, recorded as ``procrastinate/<file>``. When nothing is pending this only
+        reads (the writer and reader roles may call it). A failing migration is rolled
+        back (the database stays as it was) and raises :class:`MigrationError` naming
+        the file.
         """
         files = migration_files(schema_dir)
         sums = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+        queue_files = procrastinate_migration_files() if schema_dir == SCHEMA_DIR else []
         applied: list[str] = []
         with self.connect(autocommit=True) as conn:
+            recorded = _recorded(conn)
+            if recorded is not None:
+                _check_sums(recorded, sums)
+                if all(recorded.get(n) for n in sums) and all(f"procrastinate/{q.name}" in recorded
+                                                              for q in queue_files):
+                    return []  # nothing to do: no lock, no write
             with conn.transaction():  # parallel `db up`: one creates the table, the others wait
                 conn.execute("SELECT pg_advisory_xact_lock(727274)")
                 conn.execute(
@@ -117,11 +129,9 @@ class Database:
                 if not conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'schema_migrations'"
                                     " AND column_name = 'checksum' AND table_schema = current_schema()").fetchone():
                     conn.execute("ALTER TABLE schema_migrations ADD COLUMN checksum text")
-                recorded = dict(conn.execute("SELECT version, checksum FROM schema_migrations").fetchall())
+                recorded = _recorded(conn) or {}
+                _check_sums(recorded, sums)
                 for name, checksum in recorded.items():
-                    if name in sums and checksum is not None and checksum != sums[name]:
-                        raise MigrationError(name, "was edited after it was applied (its SHA-256 differs from the "
-                                                   "one recorded); restore it and put the change in a new migration")
                     if name in sums and checksum is None:  # applied before checksums were recorded
                         conn.execute("UPDATE schema_migrations SET checksum = %s WHERE version = %s",
                                      (sums[name], name))
@@ -129,22 +139,49 @@ class Database:
             for path in files:
                 if path.name in done:
                     continue
-                try:
-                    with conn.transaction():
-                        conn.execute("SELECT pg_advisory_xact_lock(727274)")
-                        again = conn.execute(
-                            "SELECT 1 FROM schema_migrations WHERE version = %s", (path.name,)
-                        ).fetchone()
-                        if again:
-                            continue
-                        conn.execute(path.read_text())
-                        conn.execute("INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)",
-                                     (path.name, sums[path.name]))
-                except psycopg.Error as exc:
-                    msg = (exc.diag.message_primary or str(exc)).strip()
-                    raise MigrationError(path.name, msg) from None
-                applied.append(path.name)
+                if self._apply(conn, path.name, path.read_text(), sums[path.name]):
+                    applied.append(path.name)
+            if queue_files:
+                self._queue_schema(conn, queue_files)
         return applied
+
+    @staticmethod
+    def _apply(conn, name: str, sql: str, checksum: str, record: tuple[str, ...] = ()) -> bool:
+        """Run ``sql`` and record ``name`` (and ``record``) in one transaction, unless a
+        parallel process did. Returns whether it ran."""
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(727274)")
+                if conn.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (name,)).fetchone():
+                    return False
+                if sql:
+                    conn.execute(sql)
+                for version in (name, *record):
+                    conn.execute("INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)"
+                                 " ON CONFLICT (version) DO NOTHING", (version, checksum))
+        except psycopg.Error as exc:
+            msg = (exc.diag.message_primary or str(exc)).strip()
+            raise MigrationError(name, msg) from None
+        return True
+
+    def _queue_schema(self, conn, queue_files: list[Path]) -> None:
+        """procrastinate's schema: created whole when missing (its migrations then count as
+        applied), else its migration files not yet recorded are applied in order."""
+        names = [f"procrastinate/{q.name}" for q in queue_files]
+        recorded = _recorded(conn) or {}
+        if all(n in recorded for n in names):
+            return
+        has_queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()[0]
+        if not has_queue or not any(v.startswith("procrastinate/") for v in recorded):
+            # created now from the whole schema, or earlier by a version that recorded
+            # nothing (then it was this installed version's schema): all are applied
+            schema = queue_files[0].parent.parent / "schema.sql"
+            self._apply(conn, "procrastinate/schema.sql", "" if has_queue else schema.read_text(),
+                        hashlib.sha256(schema.read_bytes()).hexdigest(), tuple(names))
+            return
+        for q, name in zip(queue_files, names):
+            if name not in recorded:
+                self._apply(conn, name, q.read_text(), hashlib.sha256(q.read_bytes()).hexdigest())
 
     def status(self) -> dict:
         """Server version, applied migrations and row counts of the core tables."""
@@ -165,6 +202,36 @@ class Database:
             "pending": pending,
             "rows": counts,
         }
+
+
+def _recorded(conn) -> Optional[dict]:
+    """version -> checksum of schema_migrations (None if the table is missing)."""
+    if not conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]:
+        return None
+    has_sum = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'schema_migrations'"
+                           " AND column_name = 'checksum' AND table_schema = current_schema()").fetchone()
+    col = "checksum" if has_sum else "NULL"
+    rows = dict(conn.execute(f"SELECT version, {col} FROM schema_migrations").fetchall())
+    conn.commit() if not conn.autocommit else None
+    return rows
+
+
+def _check_sums(recorded: dict, sums: dict) -> None:
+    for name, checksum in recorded.items():
+        if name in sums and checksum is not None and checksum != sums[name]:
+            raise MigrationError(name, "was edited after it was applied (its SHA-256 differs from the one "
+                                       "recorded); restore it and put the change in a new migration")
+
+
+def procrastinate_migration_files() -> list[Path]:
+    """procrastinate's own migration files, in the order its versions apply them."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("procrastinate")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    base = Path(list(spec.submodule_search_locations)[0]) / "sql"
+    return sorted((base / "migrations").glob("*.sql"))
 
 
 def migration_files(schema_dir: Path = SCHEMA_DIR) -> list[Path]:
