@@ -114,34 +114,42 @@ def _blocking_ancestor(path: Path, user: ServerUser) -> Optional[Path]:
     return None
 
 
-def _binaries_for(user: ServerUser) -> Path:
+def _binaries_for(user: ServerUser, copy: bool | None = None) -> Path:
     """The pginstall directory ``user`` can execute: pgserver's own, or (when the server
-    user cannot reach site-packages, e.g. under /root) a copy made once into
-    /var/lib/netsurvey, a directory created here."""
+    user cannot reach site-packages, e.g. under a 0700 /root; or with ``copy``) a copy
+    made once into /var/lib/netsurvey, a directory created here. The copy keeps the
+    layout the binaries' run paths expect (pgserver/pginstall next to pgserver.libs)."""
     src = _pginstall()
-    if _blocking_ancestor(src / "bin" / "postgres", user) is None and _can_search(src / "bin" / "postgres", user):
+    postgres = src / "bin" / "postgres"
+    if copy is None:
+        copy = _blocking_ancestor(postgres, user) is not None or not _can_search(postgres, user)
+    if not copy:
         return src
-    version = (src / "bin" / "postgres").stat()
-    tag = hashlib.sha256(f"{src}:{version.st_size}:{version.st_mtime_ns}".encode()).hexdigest()[:12]
+    st = postgres.stat()
+    tag = hashlib.sha256(f"{src}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
     base = Path("/var/lib/netsurvey")
-    dest = base / f"pginstall-{tag}"
-    if dest.exists():
-        return dest
-    base.mkdir(mode=0o755, parents=True, exist_ok=True)
-    with _locked(base / ".pginstall.lock"):
-        if not dest.exists():
-            tmp = Path(tempfile.mkdtemp(prefix=".pginstall-", dir=base))
-            shutil.copytree(src, tmp / "p", symlinks=True)
-            for d, dirs, files in os.walk(tmp / "p"):
-                os.chmod(d, 0o755)
-                for f in files:
-                    fp = Path(d) / f
-                    if not fp.is_symlink():
-                        fp.chmod(0o755 if os.access(fp, os.X_OK) else 0o644)
-            os.chmod(tmp, 0o755)
-            (tmp / "p").rename(dest)
-            tmp.rmdir()
-    return dest
+    dest = base / f"pg-{tag}"
+    if not dest.exists():
+        base.mkdir(mode=0o755, parents=True, exist_ok=True)
+        with _locked(base / ".pginstall.lock"):
+            if not dest.exists():
+                tmp = Path(tempfile.mkdtemp(prefix=".pg-", dir=base))
+                try:
+                    shutil.copytree(src, tmp / "pgserver" / "pginstall", symlinks=True)
+                    libs = src.parent.parent / "pgserver.libs"
+                    if libs.is_dir():
+                        shutil.copytree(libs, tmp / "pgserver.libs", symlinks=True)
+                    for d, _dirs, files in os.walk(tmp):
+                        os.chmod(d, 0o755)
+                        for f in files:
+                            fp = Path(d) / f
+                            if not fp.is_symlink():
+                                fp.chmod(0o755 if fp.stat().st_mode & 0o100 else 0o644)
+                    tmp.rename(dest)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+    return dest / "pgserver" / "pginstall"
 
 
 # -- locking ---------------------------------------------------------------------------

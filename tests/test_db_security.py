@@ -231,3 +231,16 @@ def test_dsns_are_printed_with_the_password_masked(db):
     for args in (["db", "status"], ["db", "status", "--json"], ["db", "up"]):
         r = run_cli(*args, dsn=dsn)
         assert r.returncode == 0 and "s3cret" not in r.stdout + r.stderr and "****" in r.stdout, r.stderr
+
+
+def test_binaries_copied_for_a_server_user_that_cannot_reach_site_packages():
+    """As root with /root at 0700 the server user cannot run pgserver's binaries in
+    place; netsurvey copies them once into /var/lib/netsurvey (never chmods /root)."""
+    from netsurvey import embedded
+
+    user = embedded._service_user()
+    bindir = embedded._binaries_for(user, copy=True) / "bin"
+    assert str(bindir).startswith("/var/lib/netsurvey/")
+    for tool in ("initdb", "pg_ctl", "postgres"):
+        r = embedded._run_as(user, [str(bindir / tool), "--version"], timeout=30)
+        assert r.returncode == 0 and "16." in r.stdout, (tool, r.stderr)
