@@ -31,9 +31,10 @@ def whoami_through_unbound(dsn: str, env: dict, label: str) -> tuple[str, list]:
     """Start the authoritative server in the atlasres namespace, query LABEL.ZONE through the
     testbed's unbound from the vantage, stop it; returns (answer, logged source addresses)."""
     srv = subprocess.Popen(["ip", "netns", "exec", "nstb-atlasres", sys.executable, "-m",
-                            "netsurvey.cli", "--dsn", dsn, "atlas", "authoritative", "--zone", ZONE,
+                            "netsurvey.cli", "atlas", "authoritative", "--zone", ZONE,
                             "--listen", AUTH_ADDR, "--max-seconds", "20"],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=dict(env, NETSURVEY_DSN=dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     try:
         line = srv.stdout.readline()
         if not line.startswith("READY"):
@@ -68,7 +69,7 @@ def run(state, out) -> str:
     gt = tb.status()["ground_truth"]
     db = state.db
     db.migrate()
-    env = dict(os.environ, NETSURVEY_ATLAS_KEY=KEY_FILE.read_text().strip(),
+    env = dict(os.environ, NETSURVEY_ATLAS_KEY=KEY_FILE.read_text().strip(), NETSURVEY_DSN=db.dsn,
                PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     label = f"demo{int(time.time())}"
     answer, logged = whoami_through_unbound(db.dsn, env, label)
@@ -77,7 +78,7 @@ def run(state, out) -> str:
               f"{resolver_egress} (unbound lives at {gt['dns'].get('resolver_v4', '198.18.1.1')})")
     with tempfile.TemporaryDirectory() as d:
         asn_db = write_ipasn(Path(d) / "ipasn.dat", DEMO_ASNS)
-        r = _cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn,
+        r = _cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli",
                  "atlas", "run", "--probes", "country:DE", "--count", "800", "--server", "198.18.0.1",
                  "--zone", "whoami.example.test", "--api-host", gt.get("atlas", {}).get("hostname", "atlas.test"),
                  "--poll", "0.3", "--asn-db", str(asn_db), "--json", env=env, timeout=80)
