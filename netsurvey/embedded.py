@@ -406,25 +406,58 @@ def _superuser_conninfo(pm: Postmaster, dbname: str) -> str:
 
 
 def _bootstrap(pm: Postmaster, fresh: bool) -> None:
-    """Create the roles and the netsurvey database (idempotent; cheap when done)."""
+    """Create the roles and the netsurvey database (idempotent; cheap when done). A
+    cluster made by earlier versions (pgserver: everything in database ``postgres``,
+    owned by the superuser) is adopted: that database becomes ``netsurvey``, owned, with
+    its objects, by netsurvey_owner."""
     import psycopg
 
     try:
-        with psycopg.connect(_superuser_conninfo(pm, "postgres"), autocommit=True) as conn:
-            if not fresh and conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s, %s)",
-                                          (OWNER_ROLE, WRITER_ROLE, READER_ROLE)).fetchone()[0] == 3 and \
-                    conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
+        with psycopg.connect(_superuser_conninfo(pm, "template1"), autocommit=True) as conn:
+            has_db = bool(conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone())
+            if not fresh and has_db and conn.execute(
+                    "SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s, %s)",
+                    (OWNER_ROLE, WRITER_ROLE, READER_ROLE)).fetchone()[0] == 3:
                 return
             conn.execute(ROLES_SQL)
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-                for db in ("template1",):
-                    with psycopg.connect(_superuser_conninfo(pm, db), autocommit=True) as c2:
-                        c2.execute(REVOKE_SQL)
-                conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER_ROLE}")
-            with psycopg.connect(_superuser_conninfo(pm, DATABASE), autocommit=True) as c3:
-                c3.execute(REVOKE_SQL)
+            conn.execute(REVOKE_SQL)  # template1: every database created later inherits it
+            if not has_db:
+                with psycopg.connect(_superuser_conninfo(pm, "postgres"), autocommit=True) as old:
+                    legacy = old.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL").fetchone()[0]
+                if legacy:
+                    conn.execute(f"ALTER DATABASE postgres RENAME TO {DATABASE}")
+                    conn.execute(f"ALTER DATABASE {DATABASE} OWNER TO {OWNER_ROLE}")
+                    conn.execute("CREATE DATABASE postgres")
+                else:
+                    conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER_ROLE}")
+                with psycopg.connect(_superuser_conninfo(pm, DATABASE), autocommit=True) as c3:
+                    if legacy:
+                        _reassign_public(c3)
+                    c3.execute(REVOKE_SQL)
     except psycopg.Error as exc:
         raise UsageError(f"cannot prepare the embedded server's roles: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _reassign_public(conn) -> None:
+    """Give netsurvey_owner every object of schema public (tables with their sequences,
+    views, free sequences, functions, types) owned by the bootstrap superuser."""
+    objs = conn.execute("""
+        SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
+                              ELSE 'TABLE' END, c.oid::regclass::text
+        FROM pg_class c
+        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+          AND pg_get_userbyid(c.relowner) = 'postgres'
+          AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                          AND d.deptype IN ('a', 'i'))
+        UNION ALL
+        SELECT 'ROUTINE', p.oid::regprocedure::text FROM pg_proc p
+        WHERE p.pronamespace = 'public'::regnamespace AND pg_get_userbyid(p.proowner) = 'postgres'
+        UNION ALL
+        SELECT 'TYPE', t.oid::regtype::text FROM pg_type t
+        WHERE t.typnamespace = 'public'::regnamespace AND pg_get_userbyid(t.typowner) = 'postgres'
+          AND t.typtype IN ('e', 'd', 'r') """).fetchall()
+    for kind, name in objs:
+        conn.execute(f"ALTER {kind} {name} OWNER TO {OWNER_ROLE}")
 
 
 def conninfo(pm: Postmaster, role: str, dbname: str = DATABASE) -> str:

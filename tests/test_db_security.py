@@ -244,3 +244,32 @@ def test_binaries_copied_for_a_server_user_that_cannot_reach_site_packages():
     for tool in ("initdb", "pg_ctl", "postgres"):
         r = embedded._run_as(user, [str(bindir / tool), "--version"], timeout=30)
         assert r.returncode == 0 and "16." in r.stdout, (tool, r.stderr)
+
+
+def test_cluster_of_an_earlier_version_is_adopted(server_reachable_dir):
+    """Earlier versions kept everything in database `postgres`, owned by the superuser:
+    it becomes `netsurvey`, owned with its objects by netsurvey_owner."""
+    import psycopg
+
+    from netsurvey import embedded
+    from netsurvey.db import Database, stop_embedded
+
+    data = server_reachable_dir / "pg"
+    user = embedded._service_user()
+    bindir = embedded._binaries_for(user) / "bin"
+    embedded._initdb(data, user, bindir)
+    pm = embedded._start(data, user, bindir)
+    try:
+        with psycopg.connect(embedded._superuser_conninfo(pm, "postgres"), autocommit=True) as c:
+            c.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY)")
+            c.execute("INSERT INTO schema_migrations VALUES ('0001_core.sql')")
+            c.execute("CREATE TYPE mood AS ENUM ('a', 'b'); CREATE TABLE t (id bigserial PRIMARY KEY, m mood)")
+            c.execute("INSERT INTO t (m) VALUES ('a'); CREATE VIEW v AS SELECT * FROM t")
+        db = Database.resolve(None, data)
+        with psycopg.connect(db.dsn) as c:
+            assert c.execute("SELECT current_user, current_database(), (SELECT count(*) FROM t)").fetchone() == \
+                ("netsurvey_owner", "netsurvey", 1)
+            c.execute("INSERT INTO t (m) VALUES ('b')")  # owns the table, its sequence and type
+            c.execute("DROP VIEW v")
+    finally:
+        stop_embedded(data)
