@@ -65,7 +65,7 @@ def db_migrate() -> None:
 @db_app.command("status")
 def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Server version, applied and pending migrations, core row counts."""
-    st = state.db.status()
+    st = state.database(create=False).status()
     if as_json:
         print(json.dumps(st))
         return

@@ -143,7 +143,7 @@ def test_parallel_db_up_in_a_fresh_directory(server_reachable_dir):
     assert r.returncode == 0 and '"pending": []' in r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("args", [["targets", "list"], ["sql", "select 1"], ["runs"],
+@pytest.mark.parametrize("args", [["targets", "list"], ["sql", "select 1"], ["runs"], ["db", "status"],
                                   ["plot", "tfo-support", "--out", "figs"], ["report", "--out", "rep"]])
 def test_read_commands_without_a_database_create_none(server_reachable_dir, args):
     r = run_cli(*args, cwd=server_reachable_dir)
