@@ -161,7 +161,8 @@ def sql_cmd(
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format: {fmt!r} is not one of table, csv, json")
-    with connect_reader(state.database(create=False), timeout_s if timeout_s is not None else state.config.database.statement_timeout_s) as conn:
+    timeout = timeout_s if timeout_s is not None else state.config.database.statement_timeout_s
+    with connect_reader(state.database(create=False), timeout) as conn:
         cur = conn.cursor()
         try:
             # prepare=True forces the extended protocol: exactly one statement, so no
