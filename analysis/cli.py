@@ -266,11 +266,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ) -> None:
         """Write a self-contained HTML report of every figure and table the database supports."""
-        from netsurvey.clictx import reader_db
+        from netsurvey.clictx import migrated_db
 
         from .report import build_report
 
-        summary = build_report(reader_db(), out_dir, tuple(runs))
+        # not the read-only role: the prolongation model writes work tables
+        summary = build_report(migrated_db(create=False), out_dir, tuple(runs))
         if as_json:
             print(json.dumps(summary, default=str))
         else:

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Run once by the postgres image on an empty volume (/docker-entrypoint-initdb.d).
 # Creates netsurvey's three roles (README, "Security") and its database:
-#   netsurvey_owner   owns the database and schema, runs `netsurvey db migrate`
+#   netsurvey_owner   owns the database and schema, runs `netsurvey db migrate`, report
 #   netsurvey_writer  reads and writes rows (workers, scheduler)
-#   netsurvey_reader  reads only (report; `netsurvey sql`), statement_timeout 5 min
+#   netsurvey_reader  reads only (`netsurvey sql`), statement_timeout 5 min
 # None is a superuser; none may read or write server files, run programs or signal
 # other sessions. Passwords come from the environment (scram-sha-256), never the repo.
 set -euo pipefail

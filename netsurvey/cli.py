@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .clictx import migrated_db, reader_db, state
+from .clictx import migrated_db, state
 from .db import stop_embedded
 from .errors import MigrationError, UsageError
 
@@ -220,7 +220,7 @@ def plot_cmd(
             t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
         out.print(t)
         return
-    ctx = render(reader_db(), name, out_dir, runs)
+    ctx = render(migrated_db(create=False), name, out_dir, runs)
     if as_json:
         print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
     else:

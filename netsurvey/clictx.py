@@ -43,12 +43,6 @@ class State:
 state = State()
 
 
-def reader_db(create: bool = False) -> Database:
-    """The migrated database as its read-only role (plot, report): never creates one."""
-    db = migrated_db(create)
-    return Database(dsn=db.reader_dsn, embedded_dir=db.embedded_dir, reader=db.reader_dsn)
-
-
 def migrated_db(create: bool = True) -> Database:
     """The database with every migration applied (scanners call this before writing).
     Commands that only read pass ``create=False``: they never create an embedded database."""

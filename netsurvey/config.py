@@ -28,7 +28,7 @@ class DatabaseConfig(_Strict):
     dsn: str = ""
     #: Data directory of the embedded PostgreSQL (relative to the working directory).
     data_dir: Path = Path(".netsurvey/pgdata")
-    #: DSN of a read-only role for `sql`, `plot` and `report` on an external server
+    #: DSN of a read-only role for `netsurvey sql` on an external server
     #: (NETSURVEY_READER_DSN overrides it). Empty: the embedded server's netsurvey_reader.
     reader_dsn: str = ""
     #: Default statement timeout of `netsurvey sql` in seconds (its --timeout-s overrides it).

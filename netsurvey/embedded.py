@@ -19,8 +19,8 @@ What this module guarantees:
 * Roles (see ``ROLES_SQL``): ``netsurvey_owner`` migrates and writes (CREATEDB, no
   superuser), ``netsurvey_writer`` reads and writes rows, ``netsurvey_reader`` only reads
   (default ``statement_timeout`` 5 min, read-only transactions); the reader is what
-  ``netsurvey sql``, ``plot`` and ``report`` use. No role can signal backends, read
-  files or run programs.
+  ``netsurvey sql`` uses. No role can read or write server files or run programs; the
+  reader cannot signal other sessions or reload the configuration either.
 * Start and initdb run under an exclusive ``fcntl`` lock (parallel ``db up`` is safe);
   crash recovery is waited for; failures are one line naming the server log.
 """

@@ -4,7 +4,7 @@
 -- (docker/postgres-init.sh); on another server create them first or this does nothing.
 --   netsurvey_owner   owns the schema, runs the migrations (this file runs as it)
 --   netsurvey_writer  reads and writes rows (scanners, workers)
---   netsurvey_reader  reads rows only (`netsurvey sql`, plot, report)
+--   netsurvey_reader  reads rows only (`netsurvey sql`)
 -- Default privileges make the same grants on every table, view, sequence and function
 -- the running role creates later (later migrations, procrastinate's schema).
 DO $$
