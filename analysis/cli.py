@@ -14,7 +14,14 @@ from netsurvey.errors import UsageError
 simulate_app = typer.Typer(no_args_is_help=True, help="Simulation models (thesis and BLAST); print JSON. "
                            "Each reads --input FILE (formats: analysis/README.md) or the database's model_* views.")
 
-INPUT = typer.Option(None, "--input", help="Input file (see analysis/README.md); default: the database.")
+def _input_file(value: Optional[Path]) -> Optional[Path]:
+    from netsurvey.inputs import input_file
+
+    return None if value is None else input_file(value)
+
+
+INPUT = typer.Option(None, "--input", callback=_input_file,
+                     help="Input file (see analysis/README.md); default: the database.")
 RUNS = typer.Option([], "--run", help="scan_run id(s) to read from the database (default: all rows of the view).")
 OUT = typer.Option(None, "--out", help="Write the JSON here instead of stdout.")
 
@@ -130,7 +137,7 @@ def sim_shared_validation(
 
 @simulate_app.command("oob-tokens")
 def sim_oob(
-    input: Optional[Path] = typer.Option(None, "--input", help="Optional domain trees (JSON) for the mean sequential connections."),
+    input: Optional[Path] = typer.Option(None, "--input", callback=_input_file, help="Optional domain trees (JSON) for the mean sequential connections."),
     out: Optional[Path] = OUT,
     t_proc_ms: float = typer.Option(40.0, "--t-proc", help="Handshake processing time [ms] (thesis: 40)."),
     rtt_ms: float = typer.Option(90.0, "--rtt", help="RTT of the web-browsing example [ms] (thesis: 90)."),
@@ -183,7 +190,7 @@ def sim_quicsocks(
 
 @simulate_app.command("prolongation")
 def sim_prolongation(
-    input: Optional[Path] = typer.Option(None, "--input", help="DNS log CSV: user_id,unix_time,hostname (header optional)."),
+    input: Optional[Path] = typer.Option(None, "--input", callback=_input_file, help="DNS log CSV: user_id,unix_time,hostname (header optional)."),
     out: Optional[Path] = OUT,
     lifetimes: Optional[str] = typer.Option(None, "--lifetimes", help="Comma-separated lifetimes, e.g. 5m,1h,24h,7d (default: 1m..7d)."),
     start: Optional[float] = typer.Option(None, "--sample-start", help="Start of the sample period [unix s] (default: first query)."),
@@ -264,7 +271,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .report import build_report
 
-        summary = build_report(migrated_db(), out_dir, tuple(runs))
+        # not the read-only role: the prolongation model writes work tables
+        summary = build_report(migrated_db(create=False), out_dir, tuple(runs))
         if as_json:
             print(json.dumps(summary, default=str))
         else:
@@ -312,7 +320,7 @@ def _register_plot(app: typer.Typer) -> None:
                 t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
             out.print(t)
             return
-        ctx = render(migrated_db(), name, out_dir, runs)
+        ctx = render(migrated_db(create=False), name, out_dir, runs)
         if as_json:
             print(json.dumps({"name": name, "files": [str(p) for p in ctx.written], "notes": ctx.notes}, default=str))
         else:

@@ -227,6 +227,8 @@ def render(db: Database, name: str, out_dir: Path, runs: Sequence[int] = ()) -> 
     specs = load_all()
     if name not in specs:
         raise UsageError(f"unknown figure {name!r}; see 'netsurvey plot --list'")
-    ctx = FigureContext(db=db, runs=tuple(runs), out_dir=out_dir, name=name)
+    from netsurvey.inputs import known_runs, output_dir
+
+    ctx = FigureContext(db=db, runs=known_runs(db, runs), out_dir=output_dir(out_dir), name=name)
     specs[name].fn(ctx)
     return ctx

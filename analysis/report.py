@@ -139,8 +139,12 @@ def _provenance_banner(prov: list[dict]) -> str:
 
 def build_report(db: Database, out_dir: Path, runs: Sequence[int] = ()) -> dict:
     """Render every registered figure into ``out_dir/figures`` and write ``out_dir/index.html``."""
+    from netsurvey.inputs import known_runs, output_dir
+
     specs = dict(sorted(load_all().items(), key=lambda kv: thesis_order(kv[1].thesis, kv[0])))
-    fig_dir = out_dir / "figures"
+    runs = known_runs(db, runs)
+    fig_dir = output_dir(out_dir) / "figures"
+    output_dir(fig_dir)
     if fig_dir.exists():
         shutil.rmtree(fig_dir)
     fig_dir.mkdir(parents=True)

@@ -33,7 +33,8 @@ def whoami_through_unbound(dsn: str, env: dict, label: str) -> tuple[str, list]:
     srv = subprocess.Popen(["ip", "netns", "exec", "nstb-atlasres", sys.executable, "-m",
                             "netsurvey.cli", "atlas", "authoritative", "--zone", ZONE,
                             "--listen", AUTH_ADDR, "--max-seconds", "20"],
-                           env=dict(env, NETSURVEY_DSN=dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=dict(env, NETSURVEY_DSN=dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     try:
         line = srv.stdout.readline()
         if not line.startswith("READY"):

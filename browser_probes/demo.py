@@ -15,7 +15,7 @@ PAGES = ["https://tree.track.test/", "https://example.test/", "https://a.test/",
 
 def _cli(db, *args: str, timeout: float = 120) -> dict:
     cmd = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli",
-           *args]
+           *args]  # the DSN goes by the environment (below), never on a command line
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                        env=dict(os.environ, NETSURVEY_DSN=db.dsn))
     if r.returncode != 0:

@@ -49,7 +49,7 @@ def db_up() -> None:
     """Start the embedded PostgreSQL if needed and apply pending migrations."""
     db = state.db
     applied = db.migrate()
-    out.print(f"database ready ({'embedded' if db.embedded_dir else 'external'}): {db.dsn}")
+    out.print(f"database ready ({'embedded' if db.embedded_dir else 'external'}): {db.masked_dsn}")
     out.print(f"migrations applied now: {', '.join(applied) if applied else 'none (up to date)'}")
 
 
@@ -63,7 +63,7 @@ def db_migrate() -> None:
 @db_app.command("status")
 def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Server version, applied and pending migrations, core row counts."""
-    st = state.db.status()
+    st = state.database(create=False).status()
     if as_json:
         print(json.dumps(st))
         return
@@ -111,6 +111,8 @@ def targets_import(
         raise UsageError(f"--date: {date!r} is not YYYY-MM-DD") from None
     if not file.exists():
         raise UsageError(f"{file}: file not found")
+    if not file.is_file():
+        raise UsageError(f"{file}: not a regular file")
     db = migrated_db()
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=as_json) as prog:
@@ -134,7 +136,7 @@ def targets_import(
 @targets_app.command("list")
 def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Imported lists with their sizes."""
-    with state.db.connect() as conn:
+    with state.database(create=False).connect() as conn:
         if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:
             rows = []
         else:
@@ -156,15 +158,19 @@ def sql_cmd(
     query: Optional[str] = typer.Argument(None, help="One SQL statement, run in a read-only transaction; - reads it from stdin."),
     file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the statement from this file (- = stdin)."),
     fmt: str = typer.Option("table", "--format", help="table, csv, json (an array) or jsonl (one object a line); see docs/data.md."),
+    timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
+                                              help="Statement timeout (default [database].statement_timeout_s, 300)."),
 ) -> None:
-    """Run one read-only query and print the rows (csv/json/jsonl stream as they arrive)."""
+    """Run one read-only query (as the read-only role, with a statement timeout) and print the
+    rows (csv/json/jsonl stream as they arrive)."""
     from . import dataout
+    from .readonly import connect_reader
 
     if fmt not in dataout.FORMATS:
         raise UsageError(f"--format: {fmt!r} is not one of {', '.join(dataout.FORMATS)}")
     query = dataout.read_query(query, file)
-    with state.db.connect(options="-c default_transaction_read_only=on") as conn:
-        conn.read_only = True
+    timeout = timeout_s if timeout_s is not None else state.config.database.statement_timeout_s
+    with connect_reader(state.database(create=False), timeout) as conn:
         cur = conn.cursor()
         # stream() sends the extended protocol: exactly one statement, so no
         # "COMMIT; ..." can leave the read-only transaction.
@@ -245,7 +251,9 @@ def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", 
     """Recent runs with their status, shard progress and counts."""
     if ctx.invoked_subcommand:
         return
-    db = migrated_db()
+    if limit < 1:
+        raise UsageError(f"--limit: must be at least 1 (got {limit})")
+    db = migrated_db(create=False)
     with db.connect() as conn:
         rows = conn.execute("SELECT id, kind, status, started_at, finished_at, shards, shards_done, shards_failed,"
                             " shards_remaining, counts FROM run_progress ORDER BY id DESC LIMIT %s", (limit,)).fetchall()

@@ -31,19 +31,23 @@ class State:
 
     @property
     def db(self) -> Database:
+        return self.database(create=True)
+
+    def database(self, create: bool) -> Database:
+        """The database; without ``create`` a missing embedded one is "no database here"."""
         if self._db is None:
             cfg = self.config.database
-            self._db = Database.resolve(self.dsn, cfg.data_dir, cfg.dsn)
+            self._db = Database.resolve(self.dsn, cfg.data_dir, cfg.dsn, create=create, reader_dsn=cfg.reader_dsn)
         return self._db
 
 
 state = State()
 
 
-
-def migrated_db() -> Database:
-    """The database with every migration applied (scanners call this before writing)."""
-    db = state.db
+def migrated_db(create: bool = True) -> Database:
+    """The database with every migration applied (scanners call this before writing).
+    Commands that only read pass ``create=False``: they never create an embedded database."""
+    db = state.database(create)
     db.migrate()
     return db
 

@@ -28,11 +28,16 @@ class DatabaseConfig(_Strict):
     dsn: str = ""
     #: Data directory of the embedded PostgreSQL (relative to the working directory).
     data_dir: Path = Path(".netsurvey/pgdata")
+    #: DSN of a read-only role for `netsurvey sql` on an external server
+    #: (NETSURVEY_READER_DSN overrides it). Empty: the embedded server's netsurvey_reader.
+    reader_dsn: str = ""
+    #: Default statement timeout of `netsurvey sql` in seconds (its --timeout-s overrides it).
+    statement_timeout_s: float = Field(300, gt=0, allow_inf_nan=False)
 
 
 class TargetsConfig(_Strict):
     #: Import nothing if more than this share (0..1) of the non-blank lines is malformed.
-    max_bad_share: float = Field(0.01, ge=0.0, le=1.0)
+    max_bad_share: float = Field(0.01, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 def _networks(values: list[str]) -> list[str]:
@@ -52,9 +57,9 @@ class EtiquetteConfig(_Strict):
     #: Extra blocklist / opt-out files, one network per line, '#' comments.
     blocklist_files: list[Path] = []
     #: Global probe rate limit in packets (or connections) per second.
-    rate_pps: float = Field(10_000, gt=0)
+    rate_pps: float = Field(10_000, gt=0, allow_inf_nan=False)
     #: Per-destination-address limit in probes per second.
-    per_destination_pps: float = Field(20, gt=0)
+    per_destination_pps: float = Field(20, gt=0, allow_inf_nan=False)
     #: Contact string added to any HTTP User-Agent the scanners send.
     contact: str = "netsurvey research scan; see https://example.test/optout"
 
@@ -67,6 +72,22 @@ class SurveyConfig(_Strict):
     etiquette: EtiquetteConfig = EtiquetteConfig()
     #: Per-scanner option tables ([scanners.tfo], [scanners.tls], ...), validated by each scanner.
     scanners: dict[str, dict] = {}
+
+
+def finite(value: float, option: str, *, positive: bool = False, minimum: float | None = None) -> float:
+    """``value`` if it is a finite number (and > 0 with ``positive``, >= ``minimum``);
+    else a UsageError naming ``option``. Call sites: ``rate = finite(rate, "--rate", positive=True)``."""
+    import math
+
+    if value is None:
+        return value
+    if not math.isfinite(value):
+        raise UsageError(f"{option}: {value!r} is not a finite number")
+    if positive and value <= 0:
+        raise UsageError(f"{option}: must be greater than 0 (got {value!r})")
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{option}: must be at least {minimum:g} (got {value!r})")
+    return value
 
 
 def _format_validation_error(path: Path, err: ValidationError) -> str:

@@ -151,7 +151,7 @@ def stream(cur, query: str) -> tuple[list[str], Iterator[tuple]]:
     try:
         first = next(it, None)
     except psycopg.Error as exc:
-        raise UsageError(f"query refused: {(exc.diag.message_primary or str(exc)).strip()}") from None
+        raise UsageError(f"query failed: {(exc.diag.message_primary or str(exc)).strip()}") from None
     if cur.description is not None:
         cols = [d.name for d in cur.description]
     else:   # no row came: a SELECT with an empty result, or a statement without rows

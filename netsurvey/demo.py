@@ -23,12 +23,12 @@ def vantage_cli_json(state, *args: str, timeout: float = 120) -> dict:
 
     import os
 
-    # the DSN (it may carry a password) travels in the environment, never on a command line
-    inner = [sys.executable, "-m", "netsurvey.cli"]
+    inner = [sys.executable, "-m", "netsurvey.cli"]  # the DSN goes by the environment, never argv
     if state.config_path:
         inner += ["--config", str(Path(state.config_path).resolve())]
     p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *inner, *args],
-                       capture_output=True, text=True, timeout=timeout, env=dict(os.environ, NETSURVEY_DSN=state.db.dsn))
+                       capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, NETSURVEY_DSN=state.db.dsn))
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:2])} failed: {p.stderr.strip()[-300:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -39,7 +39,7 @@ def _step_database(state, out: Console) -> str:
 
     db = state.db
     applied = db.migrate()
-    out.print(f"database: {'embedded PostgreSQL' if db.embedded_dir else db.dsn}; "
+    out.print(f"database: {'embedded PostgreSQL' if db.embedded_dir else db.masked_dsn}; "
               f"migrations applied now: {len(applied)}")
     report = import_list(db, SAMPLE_LIST, "sample", max_bad_share=state.config.targets.max_bad_share,
                          replace=True)

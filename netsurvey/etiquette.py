@@ -20,14 +20,19 @@ from .errors import UsageError
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-#: Special-purpose ranges (RFC 6890 and successors); never contacted unless a network in
-#: the allow-list is (or lies inside) one of them, as the testbed's benchmarking ranges do.
+#: Special-purpose ranges (IANA's IPv4 and IPv6 Special-Purpose Address Registries, RFC
+#: 6890 and successors; every entry not "globally reachable" is covered, see
+#: tests/test_reserved_ranges.py), multicast, and deprecated ranges that embed or stand
+#: for other addresses (::/96 IPv4-compatible, 2002::/16 6to4 embeds any IPv4 address,
+#: private ones included; fec0::/10 site-local). Never contacted unless a network in the
+#: allow-list is (or lies inside) one of them, as the testbed's benchmarking ranges do.
 RESERVED = [ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
     "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
     "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
-    "::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001::/23", "2001:db8::/32",
-    "fc00::/7", "fe80::/10", "ff00::/8")]
+    "::/128", "::1/128", "::/96", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
+    "100:0:0:1::/64", "2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20", "5f00::/16",
+    "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8")]
 
 
 def read_network_file(path: Path) -> list[IPNetwork]:

@@ -9,10 +9,12 @@ de-duplicates (the first occurrence of a hostname or rank wins). If more than
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -70,8 +72,25 @@ def normalize_hostname(raw: str) -> str:
     return name
 
 
+@contextlib.contextmanager
+def _read_errors(path: Path):
+    """A damaged archive or an unreadable file is bad input: one line, nothing imported
+    (raised inside the import's transaction, which is rolled back)."""
+    try:
+        yield
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise UsageError(f"{path}: damaged zip archive: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def _open_text(path: Path) -> tuple[io.TextIOBase, int]:
     """Open plain or zipped CSV as text; returns (stream, total bytes for progress)."""
+    with _read_errors(path):
+        return _open_text_unchecked(path)
+
+
+def _open_text_unchecked(path: Path) -> tuple[io.TextIOBase, int]:
     if zipfile.is_zipfile(path):
         zf = zipfile.ZipFile(path)
         names = [n for n in zf.namelist() if n.lower().endswith(".csv")]
@@ -81,6 +100,11 @@ def _open_text(path: Path) -> tuple[io.TextIOBase, int]:
         info = zf.getinfo(member)
         return io.TextIOWrapper(zf.open(member), encoding="utf-8", errors="replace"), info.file_size
     return path.open("r", encoding="utf-8", errors="replace"), path.stat().st_size
+
+
+def _is_rank(s: str) -> bool:
+    """ASCII digits only (str.isdigit also accepts '²' and other digits int() refuses)."""
+    return s.isascii() and s.isdigit()
 
 
 def parse_lines(stream: io.TextIOBase, report: ImportReport, on_bytes: Callable[[int], None] | None = None
@@ -99,10 +123,10 @@ def parse_lines(stream: io.TextIOBase, report: ImportReport, on_bytes: Callable[
             reason = "expected 'rank,domain'"
         else:
             rank_s, host_s = parts[0].strip(), parts[1].strip()
-            if line_no == 1 and not rank_s.isdigit():
+            if line_no == 1 and not _is_rank(rank_s):
                 report.lines -= 1  # a header line such as 'rank,domain'
                 continue
-            if not rank_s.isdigit() or int(rank_s) <= 0 or int(rank_s) > 2**31 - 1:
+            if not _is_rank(rank_s) or int(rank_s) <= 0 or int(rank_s) > 2**31 - 1:
                 reason = f"bad rank {rank_s[:20]!r}"
             else:
                 try:
@@ -128,6 +152,8 @@ def import_list(
     """Import ``path`` as list ``name``. See module docstring. Raises UsageError on bad input."""
     if not path.exists():
         raise UsageError(f"{path}: file not found")
+    if not path.is_file():
+        raise UsageError(f"{path}: not a regular file")
     list_date = list_date or dt.date.today()
     report = ImportReport(list_id=None, name=name, list_date=list_date)
     stream, total = _open_text(path)
@@ -139,7 +165,7 @@ def import_list(
         if progress is not None and seen_bytes % 65536 < n:
             progress(seen_bytes, total)
 
-    with db.connect() as conn, stream:
+    with db.connect() as conn, stream, _read_errors(path):
         with conn.transaction():
             existing = conn.execute(
                 "SELECT id FROM target_list WHERE name = %s AND list_date = %s", (name, list_date)
@@ -204,6 +230,8 @@ def select_targets(db: Database, name: str, top: Optional[int] = None) -> list[T
     """The newest import of list ``name``, ranks ascending, first ``top`` only if given."""
     if top is not None and top <= 0:
         raise UsageError("--top must be a positive number")
+    if top is not None and top > 2**31 - 1:
+        raise UsageError(f"--top must be at most {2**31 - 1} (ranks are 32-bit)")
     with db.connect() as conn:
         row = conn.execute(
             "SELECT id FROM target_list WHERE name = %s ORDER BY list_date DESC, id DESC LIMIT 1", (name,)

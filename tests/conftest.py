@@ -30,6 +30,7 @@ def server_dsn(tmp_path_factory) -> str:
     # Not under pytest's basetemp: concurrent pytest sessions prune each other's old
     # basetemp directories, which would delete a running server's data directory.
     root = Path(tempfile.mkdtemp(prefix="netsurvey-test-pg-"))
+    root.chmod(0o711)  # as root the server runs as netsurvey-db, which must enter it (netsurvey chmods nothing)
     data_dir = root / "pgdata"
     db = Database.resolve(None, data_dir)
     yield db.dsn
@@ -66,9 +67,31 @@ def run_cli(*args: str, dsn: str | None = None, cwd: Path | None = None, env: di
     e.pop("NETSURVEY_DSN", None)
     if dsn:
         e["NETSURVEY_DSN"] = dsn
+    # the code of this checkout, also when cwd is elsewhere (an installed copy may differ)
+    e["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [e.get("PYTHONPATH")])])
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "netsurvey.cli", *args], cwd=cwd or REPO, env=e,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def server_reachable_dir():
+    """A fresh directory the embedded server's user can enter (as root it runs as
+    netsurvey-db; pytest's basetemp is 0700 and netsurvey changes no permissions).
+    Embedded servers started below it are stopped at the end."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="netsurvey-test-cwd-"))
+    root.chmod(0o711)
+    yield root
+    from netsurvey.db import stop_embedded
+
+    for pid_file in root.rglob("postmaster.pid"):
+        try:
+            stop_embedded(pid_file.parent)
+        except Exception:
+            pass
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def needs_root():

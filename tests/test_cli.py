@@ -79,10 +79,12 @@ def test_db_status_json(db):
     assert st["pending"] == [] and "target" in st["rows"]
 
 
-def test_demo_on_embedded_database(tmp_path):
+def test_demo_on_embedded_database(server_reachable_dir):
     """`netsurvey demo` from a fresh working directory starts its own embedded database."""
     import shutil
     from conftest import REPO
+
+    tmp_path = server_reachable_dir
 
     shutil.copytree(REPO / "config", tmp_path / "config")
     r = run_cli("demo", cwd=tmp_path, timeout=300)

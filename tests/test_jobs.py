@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,37 +137,43 @@ def test_periodic_task_fires_on_schedule(db, tmp_path, testbed):
         w.wait(30)
 
 
-def test_database_restart_mid_scan_loses_nothing(tmp_path, testbed):
+def test_database_restart_mid_scan_loses_nothing(testbed):
     """Inline scan; the embedded server is stopped and restarted while it writes."""
+    import tempfile
+
     from netsurvey.db import Database, stop_embedded
 
-    data = tmp_path / "pg"
-    os.chmod(tmp_path, 0o755)
-    db = Database.resolve(None, data)
-    db.migrate()
-    import_list(db, tmp_path, 150, "restart")
-    env = dict(os.environ, **PLUGIN)
-    env.pop("NETSURVEY_DSN", None)
-    p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
-                          "netsurvey.cli", "--dsn", db.dsn, "scan", "tcp-connect", "--list", "restart", "--delay",
-                          "0.05", "--concurrency", "1"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+    own = Path(tempfile.mkdtemp(prefix="netsurvey-test-restart-"))  # pytest's basetemp is 0700
+    own.chmod(0o711)
+    data = own / "pg"
+    try:
+        db = Database.resolve(None, data)
+        db.migrate()
+        import_list(db, own, 150, "restart")
+        env = dict(os.environ, **PLUGIN)
+        env.pop("NETSURVEY_DSN", None)
+        p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
+                              "netsurvey.cli", "--dsn", db.dsn, "scan", "tcp-connect", "--list", "restart", "--delay",
+                              "0.05", "--concurrency", "1"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
 
-    def writing() -> bool:  # mid-scan: the first batches are in (the start-up is not timed)
+        def scanning():  # the scan has started (its run row exists), however loaded the machine
+            with db.connect() as conn:
+                return conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'tcp-connect'").fetchone()[0] > 0
+        assert wait_for(scanning, 60)
+        time.sleep(1.5)
+        assert stop_embedded(data)
+        time.sleep(2)
+        Database.resolve(None, data)
+        assert p.wait(120) == 0, p.stderr.read()
         with db.connect() as conn:
-            return (conn.execute("SELECT to_regclass('test_tcp_probe') IS NOT NULL").fetchone()[0]
-                    and conn.execute("SELECT count(*) FROM test_tcp_probe").fetchone()[0] >= 10)
-    assert wait_for(writing, 60), "the scan never started writing"
-    assert stop_embedded(data)
-    time.sleep(2)
-    Database.resolve(None, data)
-    assert p.wait(120) == 0, p.stderr.read()
-    with db.connect() as conn:
-        run_id = conn.execute("SELECT max(id) FROM scan_run WHERE kind = 'tcp-connect'").fetchone()[0]
-        n, distinct = conn.execute("SELECT count(*), count(DISTINCT hostname) FROM test_tcp_probe WHERE run_id = %s",
-                                   (run_id,)).fetchone()
-    stop_embedded(data)
-    assert (n, distinct) == (150, 150)
+            run_id = conn.execute("SELECT max(id) FROM scan_run WHERE kind = 'tcp-connect'").fetchone()[0]
+            n, distinct = conn.execute("SELECT count(*), count(DISTINCT hostname) FROM test_tcp_probe"
+                                       " WHERE run_id = %s", (run_id,)).fetchone()
+        assert (n, distinct) == (150, 150)
+    finally:
+        stop_embedded(data)
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def test_dry_run_probes_nothing(db, tmp_path, testbed):

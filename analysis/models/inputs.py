@@ -29,25 +29,32 @@ def _json(path: Path) -> Any:
     if not path.exists():
         raise UsageError(f"{path}: file not found")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _csv_rows(path: Path, ncols: int) -> list[list[str]]:
     if not path.exists():
         raise UsageError(f"{path}: file not found")
     rows = []
-    with path.open(newline="") as fh:
-        for i, row in enumerate(csv.reader(fh), 1):
-            if not row or row[0].startswith("#"):
-                continue
-            if len(row) != ncols:
-                raise UsageError(f"{path}:{i}: expected {ncols} columns, got {len(row)}")
-            rows.append((i, row))
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            for i, row in enumerate(csv.reader(fh), 1):
+                if not row or row[0].startswith("#"):
+                    continue
+                if len(row) != ncols:
+                    raise UsageError(f"{path}:{i}: expected {ncols} columns, got {len(row)}")
+                rows.append((i, row))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if rows:
         try:
             float(rows[0][1][-1])

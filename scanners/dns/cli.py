@@ -12,6 +12,7 @@ from netsurvey.measure import measurement
 from rich.console import Console
 from rich.table import Table
 
+from netsurvey.config import finite
 from netsurvey.errors import UsageError
 
 out = Console()
@@ -102,8 +103,7 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
 
     if concurrency <= 0:
         raise UsageError("--concurrency must be positive")
-    if rate is not None and rate <= 0:
-        raise UsageError("--rate must be positive")
+    finite(rate, "--rate", positive=True)
     params = dict(params, event_loop=aio.loop_name())  # recorded: the loop changes CPU per query
     ctx = open_scan(kind, params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
                     concurrency=concurrency)

@@ -12,6 +12,7 @@ from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
+from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanTarget
 from netsurvey.targets import select_targets
@@ -29,10 +30,8 @@ def parse_duration(text: str) -> float:
 def _check_common(port: int, rate: float, cooldown: float) -> None:
     if not 1 <= port <= 65535:
         raise UsageError(f"--port: {port} is not a TCP port (1-65535)")
-    if rate < 0:
-        raise UsageError("--rate must be >= 0 (0 = unlimited)")
-    if cooldown < 0:
-        raise UsageError("--cooldown must be >= 0")
+    finite(rate, "--rate", minimum=0)
+    finite(cooldown, "--cooldown", minimum=0)
 
 
 def _nameservers(ns: Optional[str]) -> Optional[list[str]]:
