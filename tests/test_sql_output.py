@@ -71,7 +71,7 @@ def test_query_from_stdin_and_file(db, tmp_path):
     for args, stdin, text in [(["-f", str(tmp_path / "missing.sql")], None, "file not found"),
                               (["SELECT 1", "-f", str(f)], None, "not both"),
                               ([], None, "no query"), (["-"], "  ;\n", "empty"),
-                              (["-"], "SELECT 1; SELECT 2", "query refused")]:
+                              (["-"], "SELECT 1; SELECT 2", "query failed")]:
         r = run(args, stdin)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, (args, r.stderr)
 
