@@ -97,7 +97,7 @@ class Case:
     rate_targets: Optional[set[str]] = None
     rate_hosts: Optional[list[str]] = None
     term_args: Optional[list[str]] = None
-    dns_targets: bool = False
+    dns_targets: bool = False   # the hosts are names to look up, not addresses to contact
     refuse_ok: bool = False
     env: Callable[[], dict] = dict
     na: dict = field(default_factory=dict)
@@ -187,15 +187,19 @@ FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "
 def _measurements() -> tuple[list[str], str]:
     """Names of the measurements that contact the network, and where the list came from.
     Read in a fresh interpreter (importing the CLI registers every measurement)."""
-    code = ("import json\n"
-            "try:\n    from netsurvey.measure import registry\nexcept ImportError:\n    print('null'); raise SystemExit\n"
+    code = ("import json, os\n"
             "import netsurvey.cli  # registers the measurements\n"
-            "print(json.dumps(sorted(n for n, m in registry().items() if m.contacts_network)))\n")
+            "try:\n    import netsurvey.measure as nm\nexcept ImportError:\n    print('null'); raise SystemExit\n"
+            "if os.path.dirname(nm.__file__) != os.path.dirname(netsurvey.cli.__file__):\n"
+            "    print('null'); raise SystemExit  # another checkout's module on the path\n"
+            "print(json.dumps(sorted(n for n, m in nm.registry().items() if m.contacts_network)))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("NETSURVEY_PLUGINS", "NETSURVEY_CONFIG")}
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     if p.returncode != 0:
         return [f"<registry failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}>"], "error"
     got = json.loads(p.stdout.strip().splitlines()[-1])
+    if got == []:
+        return ["<the registry lists no measurement that contacts the network>"], "registry"
     return (FALLBACK, "fallback") if got is None else (got, "registry")
 
 
@@ -278,6 +282,8 @@ def addresses_of(testbed, name: str) -> set[str]:
 
 def case_targets(testbed, c: Case, hosts=None) -> set[str]:
     hosts = c.hosts if hosts is None else hosts
+    if c.dns_targets:   # DNS measurements contact nameservers, not the names' addresses
+        return set(c.targets)
     return set(c.targets) | {a for s in gt_addresses(testbed, hosts).values() for a in s}
 
 
