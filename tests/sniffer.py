@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     n = 0
     end = time.time() + a.seconds
-    with open(a.out, "w") as out:
+    with open(a.out, "w", buffering=1) as out:   # line-buffered: tests read it while it runs
         print("ready", flush=True)
         while not stop and time.time() < end:
             try:
