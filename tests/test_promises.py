@@ -32,9 +32,11 @@ entry in ``CASES``: a measurement without one FAILS ``test_every_measurement_has
 a new measurement cannot escape the matrix. A promise that does not apply to a measurement
 is listed in its ``na`` with the reason (shown as a skip).
 
-Caveat: the testbed is shared machine-wide; another session scanning the same testbed
-address at the same moment would show up in the capture. Failure messages print the
-offending packets (ports, times) so such a coincidence can be told from a defect.
+The commands run in a namespace of their own, ``nsp20`` (address 198.18.0.250 and
+2001:2:0:ff::250 on the testbed bridge, the vantage's routes and resolver), and the sniffer
+watches its one interface: the testbed is shared machine-wide, and other sessions' scans
+from the vantage itself would otherwise show up in the capture. The namespace is made by
+the ``lab`` fixture and removed at the end of the session that made it.
 """
 from __future__ import annotations
 
@@ -221,17 +223,90 @@ def _params(promise: str):
 
 # ----------------------------------------------------------------------------- helpers
 
+LAB_NS, LAB_V4, LAB_V6 = "nsp20", "198.18.0.250", "2001:2:0:ff::250"
+VANTAGE_NS = "nstb-vantage"
+
+
+class Lab:
+    """A namespace of our own on the testbed bridge, routed like the vantage."""
+    iface = "p20n"
+
+    def exec_argv(self, cmd: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", LAB_NS, *cmd]
+
+    @staticmethod
+    def healthy() -> bool:
+        ok = subprocess.run(["ip", "-n", VANTAGE_NS, "link", "show", "p20v"], capture_output=True).returncode == 0
+        return ok and subprocess.run(["ip", "-n", LAB_NS, "link", "show", "p20n"], capture_output=True).returncode == 0
+
+    @staticmethod
+    def up() -> None:
+        def sh(*a):
+            subprocess.run(a, check=True, capture_output=True)
+        Lab.down()
+        sh("ip", "netns", "add", LAB_NS)
+        sh("ip", "link", "add", "p20v", "type", "veth", "peer", "name", "p20n")
+        sh("ip", "link", "set", "p20v", "netns", VANTAGE_NS)
+        sh("ip", "link", "set", "p20n", "netns", LAB_NS)
+        sh("ip", "-n", VANTAGE_NS, "link", "set", "p20v", "master", "tbbr0", "up")
+        sh("ip", "-n", LAB_NS, "link", "set", "lo", "up")
+        sh("ip", "-n", LAB_NS, "link", "set", "p20n", "up")
+        sh("ip", "-n", LAB_NS, "addr", "add", LAB_V4 + "/24", "dev", "p20n")
+        sh("ip", "-n", LAB_NS, "-6", "addr", "add", LAB_V6 + "/64", "dev", "p20n", "nodad")
+        for fam in ("-4", "-6"):
+            routes = subprocess.run(["ip", "-n", VANTAGE_NS, fam, "route"], capture_output=True, text=True).stdout
+            for ln in routes.splitlines():
+                w = ln.split()
+                if len(w) >= 3 and w[1] == "via":
+                    sh("ip", "-n", LAB_NS, fam, "route", "add", w[0], "via", w[2], "dev", "p20n")
+        etc = Path("/etc/netns") / LAB_NS
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text((Path("/etc/netns") / VANTAGE_NS / "resolv.conf").read_text())
+        sh("ip", "netns", "exec", LAB_NS, "sysctl", "-qw", "net.ipv4.tcp_fastopen=1")
+        time.sleep(0.5)
+
+    @staticmethod
+    def down() -> None:
+        subprocess.run(["ip", "netns", "del", LAB_NS], capture_output=True)   # takes the veth pair along
+        subprocess.run(["ip", "-n", VANTAGE_NS, "link", "del", "p20v"], capture_output=True)
+        (Path("/etc/netns") / LAB_NS / "resolv.conf").unlink(missing_ok=True)
+        try:
+            (Path("/etc/netns") / LAB_NS).rmdir()
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def _lab_session(_testbed_session):
+    _testbed_session.up(log=lambda *_: None)
+    made = not Lab.healthy()
+    if made:
+        Lab.up()
+    yield Lab()
+    if made:
+        Lab.down()
+
+
+@pytest.fixture
+def lab(testbed, _lab_session):
+    """``nsp20``: where the commands run and the sniffer listens (re-made if the testbed
+    was re-made under it)."""
+    if not Lab.healthy():
+        Lab.up()
+    return _lab_session
+
+
 class Sniffer:
     """tests/sniffer.py in the vantage namespace, for the duration of a ``with`` block."""
 
-    def __init__(self, testbed, path: Path):
-        self.testbed, self.path = testbed, path
+    def __init__(self, lab, path: Path):
+        self.lab, self.path = lab, path
         self.packets: list[dict] = []
         self.stats: dict = {}
 
     def __enter__(self):
-        self.proc = subprocess.Popen(self.testbed.exec_argv([sys.executable, str(SNIFFER), "--out", str(self.path),
-                                                             "--seconds", "240"]),
+        self.proc = subprocess.Popen(self.lab.exec_argv([sys.executable, str(SNIFFER), "--out", str(self.path),
+                                                         "--iface", self.lab.iface, "--seconds", "240"]),
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
         return self
@@ -330,10 +405,10 @@ def argv(c: Case, args, dsn: str, config: Optional[Path] = None, extra=()) -> li
     return [sys.executable, "-m", "netsurvey.cli", *glob, *c.cmd, *[a.replace("{list}", "p") for a in args], *extra]
 
 
-def run_in_vantage(testbed, cmd, env=None, timeout=150) -> subprocess.CompletedProcess:
+def run_in_lab(lab, cmd, env=None, timeout=150) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if k not in ("NETSURVEY_DSN", "NETSURVEY_CONFIG", "NETSURVEY_PLUGINS")}
     e.update(env or {})
-    return subprocess.run(testbed.exec_argv(cmd), cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(lab.exec_argv(cmd), cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
 
 
 def write_config(tmp_path, name="survey.toml", block=(), rate=None, per_dest=None) -> Path:
@@ -392,13 +467,13 @@ def ready(c: Case, promise: str, testbed):
 # ----------------------------------------------------------------------------- promises
 
 @pytest.mark.parametrize("name", _params("dry_run"))
-def test_dry_run_sends_nothing(name, db, testbed, tmp_path):
+def test_dry_run_sends_nothing(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "dry_run", testbed)
     import_list(db, tmp_path, c.hosts) if c.hosts else None
     targets = case_targets(testbed, c)
-    with Sniffer(testbed, tmp_path / "dry.jsonl") as dry:
-        r = run_in_vantage(testbed, argv(c, c.args, db.dsn, extra=["--dry-run"]), env=c.env())
+    with Sniffer(lab, tmp_path / "dry.jsonl") as dry:
+        r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--dry-run"]), env=c.env())
     sent = to(dry.packets, targets)
     assert dry.stats["kernel_drops"] == 0
     assert not sent, f"{name} --dry-run sent {len(sent)} packets to its targets: {show(sent)}"
@@ -406,21 +481,21 @@ def test_dry_run_sends_nothing(name, db, testbed, tmp_path):
     st = runs(db)
     assert st and all(s == "cancelled" for _, _, s in st), f"dry run recorded {st} (want every run 'cancelled')"
     # positive control: without --dry-run the sniffer sees the command contact its targets
-    with Sniffer(testbed, tmp_path / "real.jsonl") as real:
-        run_in_vantage(testbed, argv(c, c.args, db.dsn), env=c.env())
+    with Sniffer(lab, tmp_path / "real.jsonl") as real:
+        run_in_lab(lab, argv(c, c.args, db.dsn), env=c.env())
     assert to(real.packets, targets), f"control: {name} without --dry-run contacted none of {sorted(targets)}"
 
 
 @pytest.mark.parametrize("name", _params("blocked"))
-def test_blocked_addresses_never_contacted(name, db, testbed, tmp_path):
+def test_blocked_addresses_never_contacted(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "blocked", testbed)
     import_list(db, tmp_path, c.hosts) if c.hosts else None
     blocked = addresses_of(testbed, c.block)
     others = case_targets(testbed, c) - blocked
     cfg = write_config(tmp_path, block=block_nets(blocked))
-    with Sniffer(testbed, tmp_path / "bl.jsonl") as s:
-        r = run_in_vantage(testbed, argv(c, c.args, db.dsn, config=cfg), env=c.env())
+    with Sniffer(lab, tmp_path / "bl.jsonl") as s:
+        r = run_in_lab(lab, argv(c, c.args, db.dsn, config=cfg), env=c.env())
     bad = to(s.packets, blocked)
     assert not bad, f"{name}: {len(bad)} packets to blocked {sorted(blocked)}: {show(bad)}"
     if c.refuse_ok and r.returncode == 2:
@@ -434,16 +509,16 @@ def test_blocked_addresses_never_contacted(name, db, testbed, tmp_path):
 
 
 @pytest.mark.parametrize("name", _params("rate"))
-def test_rates_hold(name, db, testbed, tmp_path):
+def test_rates_hold(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "rate", testbed)
     hosts = _hosts(testbed, c.rate_hosts or c.hosts)
     import_list(db, tmp_path, hosts) if hosts else None
     targets = c.rate_targets if c.rate_targets is not None else case_targets(testbed, c, hosts)
     cfg = write_config(tmp_path, rate=RATE_PPS, per_dest=PER_DEST_PPS)
-    with Sniffer(testbed, tmp_path / "rate.jsonl") as s:
+    with Sniffer(lab, tmp_path / "rate.jsonl") as s:
         errf = (tmp_path / "rate.err").open("w+")
-        proc = subprocess.Popen(testbed.exec_argv(argv(c, c.rate_args or c.args, db.dsn, config=cfg)), cwd=REPO,
+        proc = subprocess.Popen(lab.exec_argv(argv(c, c.rate_args or c.args, db.dsn, config=cfg)), cwd=REPO,
                                 env=_env(c), stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
         try:
             proc.wait(timeout=8)   # long enough to see the pace; a paced scan may go on
@@ -524,7 +599,7 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("name", _params("sigterm"))
-def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, tmp_path):
+def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "sigterm", testbed)
     hosts = _hosts(testbed, c.term_hosts or c.hosts)
@@ -532,9 +607,9 @@ def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, tmp_path):
     args = c.term_args or c.rate_args or c.args
     targets = case_targets(testbed, c, hosts) | (c.rate_targets or set()) | {"198.19.0." + str(i) for i in range(256)}
     cfg = write_config(tmp_path, rate=2, per_dest=20)
-    with Sniffer(testbed, tmp_path / "term.jsonl") as s:
+    with Sniffer(lab, tmp_path / "term.jsonl") as s:
         errf = (tmp_path / "term.err").open("w+")
-        proc = subprocess.Popen(testbed.exec_argv(argv(c, args, db.dsn, config=cfg)), cwd=REPO, env=_env(c),
+        proc = subprocess.Popen(lab.exec_argv(argv(c, args, db.dsn, config=cfg)), cwd=REPO, env=_env(c),
                                 stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
         t0 = time.time()
         while time.time() - t0 < 30 and proc.poll() is None:
@@ -568,17 +643,17 @@ def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, tmp_path):
 
 
 @pytest.mark.parametrize("name", _params("worker_config"))
-def test_worker_config_reaches_the_shards(name, db, testbed, tmp_path):
+def test_worker_config_reaches_the_shards(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "worker_config", testbed)
     import_list(db, tmp_path, c.hosts) if c.hosts else None
     blocked = addresses_of(testbed, c.block)
     others = case_targets(testbed, c) - blocked
     cfg = write_config(tmp_path, block=block_nets(blocked))
-    r = run_in_vantage(testbed, argv(c, c.args, db.dsn, extra=["--shards", "2"]), env=c.env())
+    r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--shards", "2"]), env=c.env())
     assert r.returncode == 0, f"queueing --shards 2: exit {r.returncode}: {r.stderr.strip()[-400:]}"
-    with Sniffer(testbed, tmp_path / "w.jsonl") as s:
-        w = run_in_vantage(testbed, [sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
+    with Sniffer(lab, tmp_path / "w.jsonl") as s:
+        w = run_in_lab(lab, [sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
                                      "worker", "--once"], env=c.env(), timeout=150)
     bad = to(s.packets, blocked)
     assert not bad, f"{name}: the shards run by 'worker --config' sent {len(bad)} packets to blocked {sorted(blocked)}: {show(bad)}"
@@ -589,7 +664,7 @@ def test_worker_config_reaches_the_shards(name, db, testbed, tmp_path):
 
 
 @pytest.mark.parametrize("name", _params("procs_secret"))
-def test_procs_config_and_no_secret(name, db, testbed, tmp_path):
+def test_procs_config_and_no_secret(name, db, testbed, lab, tmp_path):
     c = CASES[name]
     ready(c, "procs_secret", testbed)
     import_list(db, tmp_path, c.hosts) if c.hosts else None
@@ -599,8 +674,8 @@ def test_procs_config_and_no_secret(name, db, testbed, tmp_path):
     blocked = addresses_of(testbed, c.block)
     cfg = write_config(tmp_path, block=block_nets(blocked))
     procs = c.cmd[0] == "scan"
-    with Sniffer(testbed, tmp_path / "p.jsonl") as s:
-        proc = subprocess.Popen(testbed.exec_argv(argv(c, c.args, dsn, config=cfg, extra=["--procs", "2"] if procs else [])),
+    with Sniffer(lab, tmp_path / "p.jsonl") as s:
+        proc = subprocess.Popen(lab.exec_argv(argv(c, c.args, dsn, config=cfg, extra=["--procs", "2"] if procs else [])),
                                 cwd=REPO, env=_env(c), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         top = None
         leaks: dict[int, str] = {}
