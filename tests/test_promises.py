@@ -633,13 +633,16 @@ def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, lab, tmp_path):
     assert not finished_early, (f"{name}: finished (exit {proc.returncode}) before SIGTERM could be sent; the case "
                                 f"did not run long with rate_pps=2 ({len(contacted)} attempts)")
     st = runs(db)
-    assert st, "no run recorded"
-    assert all(s_ == "failed" for _, _, s_ in st), f"{name}: after SIGTERM the run(s) are {st} (want 'failed')"
+    problems = []
+    if not st:
+        problems.append("no run recorded")
+    elif not all(s_ == "failed" for _, _, s_ in st):
+        problems.append(f"after SIGTERM the run(s) are {st} (want 'failed')")
     before = [p for p in contacted if p["t"] < t_sig - 1.5]
     rows = result_rows(db)
-    if before:
-        assert rows, (f"{name}: {len(before)} attempts more than 1.5 s before SIGTERM, but 0 rows written "
-                      f"(tables {result_tables(db)})")
+    if before and not rows:
+        problems.append(f"{len(before)} contact attempts more than 1.5 s before SIGTERM, but 0 result rows")
+    assert not problems, f"{name} (exit {proc.returncode}): " + "; ".join(problems)
 
 
 @pytest.mark.parametrize("name", _params("worker_config"))
@@ -695,7 +698,7 @@ def test_procs_config_and_no_secret(name, db, testbed, lab, tmp_path):
     problems = []
     if leaks:
         problems.append(f"a secret is on command lines the code started: {leaks}")
-    refused = c.refuse_ok and proc.returncode == 2 and len(err.strip().splitlines()) == 1
+    refused = c.refuse_ok and proc.returncode == 2 and "block" in err
     if proc.returncode != 0 and not refused:
         problems.append(f"exit {proc.returncode}: {err.strip()[-300:]}")
     if procs and not seen_children and not refused:
