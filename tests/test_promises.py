@@ -12,7 +12,9 @@ measurement:
   Positive control: the same command without ``--dry-run`` is seen contacting its targets.
 - ``blocked``: a ``--config`` whose ``etiquette.block`` holds one target's addresses; no
   packet goes to them, the other targets are contacted (positive control), and a row of the
-  run mentions the blocked target and says ``blocked``.
+  run mentions the blocked target and says ``blocked``. The run is given ``--dsn '...
+  password=MARKER'``: MARKER must be in no table afterwards (the inline half of the secret
+  promise).
 - ``rate``: ``rate_pps = 5``, ``per_destination_pps = 2``: contact attempts (first SYN of a
   TCP connection, first datagram of a UDP flow, each distinct DNS query) to the targets in
   any 2-second window stay under ``rate * 2 + burst (one second's worth) + 1`` globally and
@@ -41,7 +43,6 @@ the ``lab`` fixture and removed at the end of the session that made it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -54,7 +55,7 @@ from typing import Callable, Optional
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from conftest import REPO, needs_root, run_cli
 
@@ -62,8 +63,6 @@ pytestmark = [needs_root(), pytest.mark.root, pytest.mark.timeout(180)]
 
 SNIFFER = Path(__file__).resolve().parent / "sniffer.py"
 KEY_FILE = Path("/run/netsurvey/testbed/atlas-api-key")
-#: the testbed's resolver (resolv.conf of the vantage) and its authoritative server (knot)
-RESOLUTION = {"198.18.1.1", "2001:2:0:1::1", "198.18.1.53", "2001:2:0:1::53"}
 SCALE = [f"198.19.0.{i}" for i in range(1, 33)]       # answered by the 'scale' namespace
 RATE_PPS, PER_DEST_PPS, WINDOW_S = 5, 2, 2.0
 #: SIGTERM goes this long after the first contact; attempts older than the grace (longer
@@ -497,18 +496,45 @@ def test_blocked_addresses_never_contacted(name, db, testbed, lab, tmp_path):
     blocked = addresses_of(testbed, c.block)
     others = case_targets(testbed, c) - blocked
     cfg = write_config(tmp_path, block=block_nets(blocked))
+    marker = "Pw" + os.urandom(6).hex() + "Secret"   # inline run: the --dsn password stays out of the DB
     with Sniffer(lab, tmp_path / "bl.jsonl") as s:
-        r = run_in_lab(lab, argv(c, c.args, db.dsn, config=cfg), env=c.env())
+        r = run_in_lab(lab, argv(c, c.args, make_conninfo(db.dsn, password=marker), config=cfg), env=c.env())
+    problems = []
     bad = to(s.packets, blocked)
-    assert not bad, f"{name}: {len(bad)} packets to blocked {sorted(blocked)}: {show(bad)}"
+    if bad:
+        problems.append(f"{len(bad)} packets to blocked {sorted(blocked)}: {show(bad, 4)}")
+    leaked = secret_tables(db, [marker])
+    if leaked:
+        problems.append(f"the --dsn password of an inline run landed in the database: {leaked}")
     if c.refuse_ok and r.returncode == 2:
-        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-        return
-    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr.strip()[-400:]}"
-    assert to(s.packets, others), f"control: {name} contacted none of the allowed targets {sorted(others)}"
-    got = blocked_rows(db, c.block, blocked)
-    assert got, (f"{name}: no row of run(s) {runs(db)} records {c.block} {sorted(blocked)} as blocked "
-                 f"(tables {result_tables(db)})")
+        if len(r.stderr.strip().splitlines()) != 1:
+            problems.append(f"refusal is not one line: {r.stderr.strip()[-300:]}")
+    elif r.returncode != 0:
+        problems.append(f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    elif not to(s.packets, others):
+        problems.append(f"control: contacted none of the allowed targets {sorted(others)}")
+    elif not blocked_rows(db, c.block, blocked):
+        problems.append(f"no row of run(s) {runs(db)} records {c.block} {sorted(blocked)} as blocked "
+                        f"(tables with a run_id: {', '.join(t for t in result_tables(db) if _count(db, t))})")
+    assert not problems, f"{name}: " + " | ".join(problems)
+
+
+def _count(db, table: str) -> int:
+    return q(db, f'SELECT count(*) FROM "{table}"')[0][0]
+
+
+def secret_tables(db, secrets) -> list[tuple[str, str]]:
+    """(table, secret prefix) for every table with a row whose text holds a secret."""
+    found = []
+    with psycopg.connect(db.dsn) as conn:
+        tables = [t for (t,) in conn.execute(
+            "SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')")]
+        for t in tables:
+            for x in secrets:
+                if x and conn.execute(f"SELECT count(*) FROM {t} r WHERE r::text LIKE %s", (f"%{x}%",)).fetchone()[0]:
+                    found.append((t, x[:4] + "..."))
+    return found
 
 
 @pytest.mark.parametrize("name", _params("rate"))
@@ -709,16 +735,9 @@ def test_procs_config_and_no_secret(name, db, testbed, lab, tmp_path):
         problems.append("control: no child process of --procs 2 was seen")
     bad = to(s.packets, blocked)
     if bad:
-        problems.append(f"--procs 2 --config: {len(bad)} packets to blocked {sorted(blocked)}: {show(bad, 3)}")
-    found = []
-    with psycopg.connect(db.dsn) as conn:
-        tables = [t for (t,) in conn.execute(
-            "SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables "
-            "WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')")]
-        for t in tables:
-            for x in secrets:
-                if x and conn.execute(f"SELECT count(*) FROM {t} r WHERE r::text LIKE %s", (f"%{x}%",)).fetchone()[0]:
-                    found.append((t, x[:4] + "..."))
+        problems.append(f"{'--procs 2 ' if procs else ''}--config: {len(bad)} packets to blocked {sorted(blocked)}: "
+                        f"{show(bad, 3)}")
+    found = secret_tables(db, secrets)
     if found:
         problems.append(f"a secret landed in the database: {found}")
     assert not problems, f"{name}: " + " | ".join(problems)
