@@ -83,10 +83,16 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if not list_name and not url:
             raise UsageError("give --list NAME and/or --url URL")
         db = migrated_db()
-        urls = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
-        urls += _allowed_urls(list(url), TargetPolicy.from_config(state.config.etiquette))
-        if list_name:
-            _allowed_urls(urls, TargetPolicy.from_config(state.config.etiquette))
+        policy = TargetPolicy.from_config(state.config.etiquette)
+        listed = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
+        urls, skipped = [], 0
+        for u in listed:  # a list's blocked (or unresolvable) host is skipped, never visited; the others are
+            try:
+                urls += _allowed_urls([u], policy)
+            except UsageError as exc:
+                skipped += 1
+                Console(stderr=True).print(f"skipped: {exc}", highlight=False, markup=False, soft_wrap=True)
+        urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
         ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout},
                         packages=("selenium",), targets=urls, concurrency=browsers)
@@ -104,6 +110,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise
         finally:
             store.close()
+        counts["blocked"] = skipped
         ctx.run.finish("finished", counts)
         summary = {"run_id": ctx.run.id, "visits": len(urls), **counts}
         if as_json:

@@ -174,8 +174,11 @@ CASES: dict[str, Case] = {
                                          "--no-server-ping", "--ca-bundle", "/run/netsurvey/testbed/pki/ca.pem"],
                   "atlas.test", targets={"198.18.2.200", "2001:2:0:2::200"}, refuse_ok=True, env=_atlas_env,
                   na={"rate": "one API client; RIPE Atlas paces the probes, not this host",
+                      "blocked": "the API host is the service the campaign talks to, not a measurement target "
+                                 "(its targets are contacted by RIPE's probes)",
                       "sigterm": "the campaign's rows are written as the API answers (not covered here)",
-                      "worker_config": "a campaign is not sharded"}),
+                      "worker_config": "a campaign is not sharded",
+                      "procs_secret": "a campaign is not sharded"}),
     "browser-pageload": Case(("browser", "pageload"), ["a.test", "b.test"], ["--list", "{list}", "--browsers", "1",
                                                                             "--page-timeout", "10"], "b.test",
                              na={"rate": _BROWSER_NA, "sigterm": _BROWSER_NA, "worker_config": _BROWSER_NA,
@@ -220,7 +223,39 @@ def test_every_measurement_has_a_case():
 
 
 def _params(promise: str):
-    return [pytest.param(m, id=m) for m in MEASUREMENTS if m in CASES]
+    """One parameter per measurement; a known, still open defect is a strict xfail: the
+    test still runs, and passes loudly (XPASS fails) the day the defect is fixed."""
+    out = []
+    for m in MEASUREMENTS:
+        if m not in CASES:
+            continue
+        why = KNOWN.get((m, promise))
+        marks = [pytest.mark.xfail(strict=True, reason=f"known defect (issue 20 closing note): {why}")] if why else []
+        out.append(pytest.param(m, id=m, marks=marks))
+    return out
+
+
+#: Defects this matrix found that are not fixed yet, by (measurement, promise). Each is
+#: named in issue 20's closing note; remove the entry with the fix.
+_TERM_ENGINE = "the engine keeps a round's outcomes in memory until the round ends: SIGTERM ends the run 'failed' but loses them"
+KNOWN: dict[tuple[str, str], str] = {
+    ("dns-ttl", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
+    ("dns-ecs", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
+    ("tfo-reuse", "rate"): "the TFO engine paces probes, and a reuse probe is two SYNs",
+    ("quic-turnover", "rate"): "the limiter is taken once per host; a turnover host makes a connection per round",
+    ("dns-ttl", "sigterm"): "under uvloop the SIGTERM exception is swallowed by the loop: the run finishes",
+    ("dns-ecs", "sigterm"): "under uvloop the SIGTERM exception is swallowed by the loop: the run finishes",
+    ("tfo", "sigterm"): _TERM_ENGINE,
+    ("tfo-reuse", "sigterm"): _TERM_ENGINE,
+    ("tls-lifetime", "sigterm"): "attempts are recorded per age; the initial handshakes are not rows",
+    ("tls-shared", "sigterm"): "pairs are recorded when an origin's probe ends",
+    ("tls-zgrab", "sigterm"): "zgrab2's output is ingested when it exits",
+    ("dns-ecs", "worker_config"): "the positive control sees no contact from the shards (not yet understood)",
+    ("quic", "procs_secret"): "--procs 2: two shards collide on quic_connection's primary key",
+    ("quic-turnover", "procs_secret"): "--procs 2: two shards collide on quic_connection's primary key",
+    ("quic", "worker_config"): "sharded quic runs: two shards collide on quic_connection's primary key",
+    ("quic-turnover", "worker_config"): "sharded quic runs: two shards collide on quic_connection's primary key",
+}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -453,8 +488,14 @@ def result_rows(db) -> list[str]:
 
 
 def blocked_rows(db, name: str, addrs: set[str]) -> list[str]:
+    """Rows that record the blocked host as blocked; measurements that store only probed
+    pairs record it in their run's counts instead (``scan_run.counts.blocked``)."""
     keys = {name, *addrs}
-    return [r for r in result_rows(db) if "blocked" in r.lower() and any(f'"{k}"' in r or f'"{k}/' in r for k in keys)]
+    rows = [r for r in result_rows(db) if "blocked" in r.lower() and any(f'"{k}"' in r or f'"{k}/' in r for k in keys)]
+    if not rows:
+        rows = [f"scan_run {i} counts blocked={n}" for i, n in q(
+            db, "SELECT id, (counts->>'blocked')::int FROM scan_run WHERE (counts->>'blocked')::int > 0")]
+    return rows
 
 
 def ready(c: Case, promise: str, testbed):

@@ -157,8 +157,11 @@ def reuse_scan(ctx: ScanContext, opts: TfoOptions, addresses: dict[str, list[str
     """For each hostname with >= 2 allowed addresses: get a cookie from each address, then
     send SYN+data with the cookie of A to every other address B (cross) and to A (control)."""
     hosts = {}
+    blocked = 0  # addresses never contacted, counted with the run
     for h, addrs in addresses.items():
-        ok = [a for a in dict.fromkeys(addrs) if ctx.policy.allowed(a)][:max_addresses]
+        uniq = list(dict.fromkeys(addrs))
+        ok = [a for a in uniq if ctx.policy.allowed(a)][:max_addresses]
+        blocked += sum(1 for a in uniq if not ctx.policy.allowed(a))
         if len(ok) >= 2:
             hosts[h] = ok
     eng_opts = EngineOptions(rate=opts.rate, cooldown=opts.cooldown, seed=opts.seed, experimental=opts.experimental,
@@ -178,7 +181,8 @@ def reuse_scan(ctx: ScanContext, opts: TfoOptions, addresses: dict[str, list[str
                 continue
             probes.append((h, a, a, True, c))
             probes += [(h, a, b, False, c) for b in addrs if b != a]
-    counts = {"hostnames": len(hosts), "cookies": len(cookies), "probes": len(probes), "accepted": 0}
+    counts = {"hostnames": len(hosts), "cookies": len(cookies), "probes": len(probes), "accepted": 0,
+              "blocked": blocked}
     eng2 = RawEngine(EngineOptions(rate=opts.rate, cooldown=opts.cooldown, seed=opts.seed ^ 0x5A5A5A5A5A5A5A5A,
                                    experimental=opts.experimental, data=REUSE_DATA))
     with ResultWriter(ctx.db, "tfo_reuse", REUSE_COLUMNS, types=REUSE_TYPES) as w:

@@ -28,14 +28,15 @@ class TlsScanner(Scanner):
                          for v in options.versions for t in (True, False)}
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
-        obs = [await self._probe_version(target, v) for v in self.options.versions]
+        box = [True]  # the run path paced this target's first connection
+        obs = [await self._probe_version(target, v, box) for v in self.options.versions]
         best = next((o for o in obs if o.status == ScanStatus.SUCCESS.value), obs[0])
         return ScanOutcome(target, ScanStatus(best.status), TlsSurveyResult(tuple(obs)), best.error)
 
-    async def _probe_version(self, t: ScanTarget, version: str) -> HandshakeObservation:
+    async def _probe_version(self, t: ScanTarget, version: str, box: list) -> HandshakeObservation:
         o = self.options
         ctx = self.contexts[(version, True)]
-        h = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog,
+        h = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog,
                             deadline=o.deadline)
         if not h.ok:
             return HandshakeObservation(version, h.status.value, h.error)
@@ -45,22 +46,22 @@ class TlsScanner(Scanner):
         note = h.session_error      # success, but resumption cannot be tried: say why
         if o.check_resumption and note is None:
             if h.tickets and h.session is not None:
-                r = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
+                r = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
                                     keylog=self.keylog, read_tickets=False, deadline=o.deadline)
                 ticket_resumed = r.ok and r.resumed
             if version == "1.2":
-                id_resumed, id_len = await self._check_id(t, version)
+                id_resumed, id_len = await self._check_id(t, version, box)
                 if id_len is not None:
                     sid_len = id_len
         return HandshakeObservation(
             version, h.status.value, note, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
             id_resumed, ticket_resumed, h.handshake_ms)
 
-    async def _check_id(self, t: ScanTarget, version: str) -> tuple[Optional[bool], Optional[int]]:
+    async def _check_id(self, t: ScanTarget, version: str, box: list) -> tuple[Optional[bool], Optional[int]]:
         """Session-ID-only handshake (client offers no ticket) and one immediate resumption."""
         ctx = self.contexts[(version, False)]
         o = self.options
-        a = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, deadline=o.deadline)
+        a = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, deadline=o.deadline)
         if not a.ok:
             return None, None
         sid_len = len(a.session_id or b"")
@@ -68,9 +69,18 @@ class TlsScanner(Scanner):
             return None, sid_len        # session not exportable: resumption not tried
         if not sid_len:
             return False, sid_len
-        b = await handshake(t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=a.session,
+        b = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=a.session,
                             deadline=o.deadline)
         return b.ok and b.resumed, sid_len
+
+    async def _paced(self, box: list, address: str, *args, **kwargs):
+        """One handshake; every connection after a target's first waits for the run's
+        limiter too (the etiquette's rates count connections, not targets)."""
+        if box[0]:
+            box[0] = False
+        else:
+            await self.ctx.limiter.acquire(address)
+        return await handshake(address, *args, **kwargs)
 
     def close(self) -> None:
         self.keylog.close()

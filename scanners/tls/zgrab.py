@@ -207,12 +207,15 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
     ctx = open_scan("tls", {"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
                     packages=(), targets=None if ingest is not None else [ScanTarget(h, a, 443, r) for r, h, a in hosts])
     bad: list[BadZgrabLine] = []
+    blocked = 0
     try:
         if ingest is None:
             if not ZGRAB2.exists():
                 raise UsageError(f"{ZGRAB2} missing: run scripts/build_go_tools.sh zgrab2")
             targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
-            targets = [t for t in targets if ctx.policy.allowed(t.address)]
+            allowed = [t for t in targets if ctx.policy.allowed(t.address)]
+            blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
+            targets = allowed
             with tempfile.TemporaryDirectory() as d:
                 bl = Path(d) / "blocklist"
                 bl.write_text("")  # the policy filtered the targets above
@@ -225,7 +228,7 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
     except BaseException:
         ctx.run.finish("failed")
         raise
-    counts = {"ingested": n, "bad_lines": len(bad)}
+    counts = {"ingested": n, "bad_lines": len(bad), "blocked": blocked}
     if bad:
         counts["first_bad_line"] = f"{bad[0].line_no}: {bad[0].reason}"[:200]
     ctx.run.finish("finished", counts)
