@@ -21,9 +21,52 @@ def loop_name() -> str:
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
-    """``asyncio.run(coro)`` on the loop of :func:`loop_name`."""
+    """``asyncio.run(coro)`` on the loop of :func:`loop_name`. Inside a measurement (main
+    thread), SIGTERM and SIGINT cancel the scan through the loop and raise
+    :class:`netsurvey.measure.Terminated` here: uvloop would otherwise swallow the
+    exception a Python signal handler raises inside its callbacks (the run then ended
+    'finished' after a SIGTERM)."""
+    main = _interruptible(coro)
     if loop_name() == "uvloop":
         import uvloop
 
-        return uvloop.run(coro)
-    return asyncio.run(coro)
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
+async def _interruptible(coro: Coroutine[Any, Any, Any]) -> Any:
+    import signal
+    import threading
+
+    from . import runctx
+
+    if threading.current_thread() is not threading.main_thread() or runctx.current() is None:
+        return await coro
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    got: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        got.append(signum)
+        ctx = runctx.current()
+        if ctx is not None:
+            ctx.interrupted = True
+        task.cancel()
+
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    saved = {s: signal.getsignal(s) for s in sigs}  # the run path's handlers, back afterwards
+    for s in sigs:
+        loop.add_signal_handler(s, on_signal, s)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if got:
+            from .measure import Terminated
+
+            raise Terminated(got[0]) from None
+        raise
+    finally:
+        for s in sigs:
+            loop.remove_signal_handler(s)
+            if saved[s] is not None:
+                signal.signal(s, saved[s])
