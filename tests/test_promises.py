@@ -249,10 +249,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("tls-shared", "sigterm"): "pairs are recorded when an origin's probe ends",
     ("tls-zgrab", "sigterm"): "zgrab2's output is ingested when it exits",
     ("dns-ecs", "worker_config"): "the positive control sees no contact from the shards (not yet understood)",
-    ("quic", "procs_secret"): "--procs 2: two shards collide on quic_connection's primary key",
-    ("quic-turnover", "procs_secret"): "--procs 2: two shards collide on quic_connection's primary key",
-    ("quic", "worker_config"): "sharded quic runs: two shards collide on quic_connection's primary key",
-    ("quic-turnover", "worker_config"): "sharded quic runs: two shards collide on quic_connection's primary key",
 }
 
 

@@ -83,10 +83,16 @@ class QuicStore:
         self.tokens = _writer(db, _TOKEN)
         self.tickets = _writer(db, _TICKET)
         self.turnover = _writer(db, TURNOVER_HOST)
-        self._next_conn = 0
+        from netsurvey import shard
+
+        spec = shard.current()
+        # shards of one run number their connections apart: shard i of N uses i+1, i+1+N, ...
+        self._conn_step = spec.count if spec is not None else 1
+        self._next_conn = (spec.index + 1 if spec is not None else 1) - self._conn_step
 
     def next_conn_id(self) -> int:
-        self._next_conn += 1
+        """Connection number within the run, unique across the run's shards."""
+        self._next_conn += self._conn_step
         return self._next_conn
 
     def write_discovery(self, o: ScanOutcome) -> None:
