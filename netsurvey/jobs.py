@@ -236,6 +236,9 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
             return
         attempt = (context.job.attempts or 0) + 1
         rc = run_shard_process(dsn, run_id, shard, shards, spec, attempt)
+        if rc == 2:  # bad input (e.g. the worker's config blocks every target): a retry cannot help
+            _record_refused_shard(db, run_id, shard, attempt)
+            return
         if rc != 0:
             raise RuntimeError(f"run {run_id} shard {shard}/{shards}: command exited {rc}")
 
@@ -250,6 +253,25 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
                 start_command(Database(dsn), entry.command, entry.shards, note=entry.name)
         make()
     return app
+
+
+def _record_refused_shard(db: Database, run_id: int, shard: int, attempt: int) -> None:
+    """A shard that refused its input commits a 'failed' job_shard row (nothing else), so
+    the run ends 'failed' once every shard is in, instead of staying queued forever."""
+    import socket
+
+    with db.connect() as conn:
+        conn.execute("SELECT id FROM scan_run WHERE id = %s FOR NO KEY UPDATE", (run_id,))
+        conn.execute("INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt) VALUES "
+                     "(%s, %s, 'failed', '{\"refused\": 1}', %s, %s) ON CONFLICT (run_id, shard) DO NOTHING",
+                     (run_id, shard, f"{socket.gethostname()}:{os.getpid()}", attempt))
+        conn.execute(
+            """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
+                                                   WHEN agg.failed > 0 THEN 'failed' ELSE 'finished' END,
+                                     finished_at = clock_timestamp()
+               FROM (SELECT count(*) AS done, count(*) FILTER (WHERE status = 'failed') AS failed
+                     FROM job_shard WHERE run_id = %s) agg
+               WHERE r.id = %s AND agg.done = r.shards""", (run_id, run_id))
 
 
 def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:

@@ -248,7 +248,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("tls-lifetime", "sigterm"): "attempts are recorded per age; the initial handshakes are not rows",
     ("tls-shared", "sigterm"): "pairs are recorded when an origin's probe ends",
     ("tls-zgrab", "sigterm"): "zgrab2's output is ingested when it exits",
-    ("dns-ecs", "worker_config"): "the positive control sees no contact from the shards (not yet understood)",
 }
 
 
@@ -726,6 +725,9 @@ def test_worker_config_reaches_the_shards(name, db, testbed, lab, tmp_path):
     bad = to(s.packets, blocked)
     assert not bad, f"{name}: the shards run by 'worker --config' sent {len(bad)} packets to blocked {sorted(blocked)}: {show(bad)}"
     assert w.returncode == 0, w.stderr[-400:]
+    if c.refuse_ok and not others:  # every target blocked: the shards refuse, the run ends failed
+        assert [s_ for _, _, s_ in runs(db)] == ["failed"], runs(db)
+        return
     assert to(s.packets, others), f"control: the shards contacted none of {sorted(others)} (runs {runs(db)})"
     assert [s_ for _, _, s_ in runs(db)] == ["finished"], runs(db)
     assert blocked_rows(db, c.block, blocked), f"{name}: no row records {c.block} as blocked"
