@@ -242,7 +242,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("dns-ttl", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
     ("dns-ecs", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
     ("tfo-reuse", "rate"): "the TFO engine paces probes, and a reuse probe is two SYNs",
-    ("quic-turnover", "rate"): "the limiter is taken once per host; a turnover host makes a connection per round",
     ("tfo", "sigterm"): _TERM_ENGINE,
     ("tfo-reuse", "sigterm"): _TERM_ENGINE,
     ("tls-lifetime", "sigterm"): "attempts are recorded per age; the initial handshakes are not rows",

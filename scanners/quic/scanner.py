@@ -159,7 +159,7 @@ class QuicTurnoverScanner(Scanner):
                                    presented=Presented(*presented) if presented else Presented())
 
         raw = await run_host(target.hostname, target.address, target.port, self.turnover, self.start,
-                             store.next_conn_id, record)
+                             store.next_conn_id, record, pace=lambda: self.ctx.limiter.acquire(target.address))
         st = ScanStatus.SUCCESS if raw.connections_ok else ScanStatus.CONNECTION_TIMEOUT
         return ScanOutcome(target, st, TurnoverResult(summarize(raw, self.turnover.every_s), raw),
                            None if raw.connections_ok else "no handshake in any round")

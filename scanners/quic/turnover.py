@@ -148,8 +148,10 @@ async def _connect(hostname, address, port, opts: ConnectOptions, token=None, ti
 
 
 async def run_host(hostname: Optional[str], address: str, port: int, opts: TurnoverOptions, start: float,
-                   next_conn_id: Callable[[], int], record: Recorder) -> HostTurnover:
-    """Run every round for one address, starting at monotonic time ``start``."""
+                   next_conn_id: Callable[[], int], record: Recorder, pace=None) -> HostTurnover:
+    """Run every round for one address, starting at monotonic time ``start``. ``pace()``
+    (the run's limiter for this address) is awaited before every connection but the first,
+    which the run path paced."""
     out = HostTurnover()
     tokens: list[_Held] = []
     tickets: list[_Held] = []
@@ -166,8 +168,12 @@ async def run_host(hostname: Optional[str], address: str, port: int, opts: Turno
         tok = next((x for x in tokens if x.round_no < r), None)
         tik = next((x for x in tickets if x.round_no < r), None)
         fresh_id = next_conn_id()
+        if pace is not None and r > 0:
+            await pace()
         jobs = [_connect(hostname, address, port, opts.connect)]
         if tok is not None or tik is not None:
+            if pace is not None:
+                await pace()
             rep_id = next_conn_id()
             t_present = time.time()
             tok_age = t_present - tok.at if tok else None
