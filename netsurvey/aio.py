@@ -61,7 +61,7 @@ async def _interruptible(coro: Coroutine[Any, Any, Any]) -> Any:
         return await coro
     except asyncio.CancelledError:
         if got:
-            from .measure import Terminated
+            from .runctx import Terminated
 
             raise Terminated(got[0]) from None
         raise

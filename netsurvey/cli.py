@@ -312,9 +312,13 @@ def schedule_start(name: str = typer.Argument(..., help="A rounds x interval ent
 
 
 def _register_subapps() -> None:
-    """Commands and measurements of every plugin (entry points; see plugins.py)."""
+    """Commands and measurements of every plugin (entry points; see plugins.py), and the
+    job queue as the runner of --shards/--procs."""
+    from .jobs import submit
+    from .measure import set_dispatcher
     from .plugins import plugins
 
+    set_dispatcher(submit)
     for m in plugins():
         m.register(app, scan_app)
 

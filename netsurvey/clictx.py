@@ -105,7 +105,7 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
         lines, planned = _plan(kind, sc, targets, concurrency)
         run.finish("cancelled", planned)  # recorded before printing: a closed pipe cannot leave it 'running'
         print("\n".join(lines), flush=True)
-        from .measure import DryRunDone
+        from .runctx import DryRunDone
 
         raise DryRunDone(kind)
     run = start_run(db, kind, parameters, packages=packages, namespace=namespace)

@@ -155,12 +155,12 @@ def _shard_main(spec_json: str, shard: tuple[int, int, int, int], env: dict[str,
 def _run_shard_here(spec_json: str, shard: tuple[int, int, int, int], config_path: Optional[str]) -> int:
     from rich.console import Console
 
-    from netsurvey import cli  # noqa: F401  (registers every measurement)
     from netsurvey.clictx import state
     from netsurvey.errors import MigrationError
-    from netsurvey.measure import run_spec
+    from netsurvey.measure import load_registry, run_spec
     from netsurvey.runctx import RunSpec, ShardSpec
 
+    load_registry()  # forked from the command line it is there already; a fresh interpreter loads it
     state.forget()  # forked from a running command: read DSN and config anew
     state.dsn = os.environ.get("NETSURVEY_DSN")
     state.config_path = Path(config_path) if config_path else None
@@ -458,3 +458,46 @@ def start_rounds(db: Database, entry: ScheduleEntry) -> list[int]:
     now = dt.datetime.now(dt.timezone.utc)
     return [start_command(db, entry.command, entry.shards, note=f"{entry.name} round {k + 1}/{entry.rounds}",
                           schedule_at=now + dt.timedelta(seconds=k * step)) for k in range(entry.rounds)]
+
+
+# -- --shards / --procs of a measurement (netsurvey.measure calls this) ----------------
+def submit(m, params: dict, *, shards: Optional[int], procs: Optional[int]) -> None:
+    """Queue ``m`` with ``params`` as ``shards`` jobs, or run it as ``procs`` shards here."""
+    import typer
+
+    from .clictx import state
+    from .measure import make_spec
+
+    spec = make_spec(m, params, state.config_path)
+    if shards is not None:
+        run_id = start_spec(state.db, spec, shards)
+        typer.echo(f"queued run {run_id}: {shards} shards of '{m.name}'; start workers with 'netsurvey worker'")
+        return
+    _run_procs(state, spec, procs, as_json=bool(params.get("as_json")))
+
+
+def _run_procs(state, spec: RunSpec, procs: int, *, as_json: bool) -> None:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    run = run_local(state.db, spec, procs, on_shard=lambda i, rc: rc == 2 or err.print(
+        f"run: shard {i + 1}/{procs} {'done' if rc == 0 else f'failed (exit {rc})'}"))
+    codes = run.exit_codes
+    if codes and all(rc == 2 for rc in codes.values()):
+        sys.exit(2)  # bad input: every shard said why
+    if as_json:  # the shards printed theirs; this last line is the run's
+        print(json.dumps({"run_id": run.run_id, "status": run.status, "counts": run.counts,
+                          "shards": {str(i): rc for i, rc in codes.items()}}))
+    else:
+        total = ", ".join(f"{k} {v}" for k, v in sorted(run.counts.items()))
+        Console().print(f"run {run.run_id}: {procs} shards of '{spec.measurement}' {run.status} ({total})",
+                        highlight=False, soft_wrap=True)
+    if run.status != "finished":
+        failed = ", ".join(str(i + 1) for i, rc in codes.items() if rc) or "?"  # 1-based, as above
+        raise SystemExit(f"run {run.run_id} {run.status}: shard(s) {failed} of {procs} failed; "
+                         "see 'netsurvey runs'")
+
+

@@ -42,7 +42,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from .errors import UsageError
-from .runctx import RunContext, RunSpec, ShardSpec, activate
+from .runctx import DryRunDone, RunContext, RunSpec, ShardSpec, Terminated, activate  # noqa: F401 (re-exported)
 
 #: Upper bounds of the shared options: more shards than this is a typo, not a campaign;
 #: more local processes than 4 per core only adds contention.
@@ -76,20 +76,6 @@ _REGISTRY: dict[str, Measurement] = {}
 def registry() -> dict[str, Measurement]:
     """Every declared measurement by name (after the command line registered its plugins)."""
     return dict(_REGISTRY)
-
-
-class DryRunDone(Exception):
-    """Raised by ``open_scan`` once a dry run has printed its plan and recorded the
-    cancelled run: the run path ends the command with exit code 0, nothing contacted."""
-
-
-class Terminated(BaseException):
-    """SIGTERM or SIGINT arrived while a measurement ran (not an ``Exception``: a scanner's
-    ``except Exception`` must not swallow it)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 # -- declaration ----------------------------------------------------------------------
@@ -148,6 +134,16 @@ def _command_for(m: Measurement) -> Callable:
 
 
 # -- the run path ---------------------------------------------------------------------
+#: runs a sharded invocation (``--shards`` / ``--procs``): netsurvey.jobs.submit, set by the
+#: command line (the queue sits above this module: it runs specs through :func:`run_spec`)
+_dispatch: Optional[Callable[..., None]] = None
+
+
+def set_dispatcher(fn: Callable[..., None]) -> None:
+    global _dispatch
+    _dispatch = fn
+
+
 def _execute(m: Measurement, params: dict[str, Any], *, dry_run: bool, shards: Optional[int],
              procs: Optional[int]) -> None:
     if shards is not None and procs is not None:
@@ -158,16 +154,20 @@ def _execute(m: Measurement, params: dict[str, Any], *, dry_run: bool, shards: O
     if shards is None and procs is None:
         run_inline(RunContext(measurement=m.name, dry_run=dry_run), m, params)
         return
-    from .clictx import state
+    if _dispatch is None:
+        raise UsageError("--shards/--procs need netsurvey's job queue (run through the netsurvey command)")
+    _dispatch(m, params, shards=shards, procs=procs)
 
-    spec = make_spec(m, params, state.config_path)
-    if shards is not None:
-        from .jobs import start_spec
 
-        run_id = start_spec(state.db, spec, shards)
-        typer.echo(f"queued run {run_id}: {shards} shards of '{m.name}'; start workers with 'netsurvey worker'")
-        return
-    _run_procs(state, spec, procs, as_json=bool(params.get("as_json")))
+def load_registry() -> dict[str, Measurement]:
+    """The registry, with every plugin's measurements declared (a process that did not
+    build the command line, e.g. a shard started as a fresh interpreter)."""
+    if not _REGISTRY:
+        from .plugins import plugins
+
+        for p in plugins():
+            p.register(typer.Typer(), typer.Typer())
+    return registry()
 
 
 def make_spec(m: Measurement, params: dict[str, Any], config_path: Optional[Path]) -> RunSpec:
@@ -213,33 +213,6 @@ def _from_json(fn: Callable, params: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
-
-
-def _run_procs(state, spec: RunSpec, procs: int, *, as_json: bool) -> None:
-    import json
-    import sys
-
-    from rich.console import Console
-
-    from .jobs import run_local
-
-    err = Console(stderr=True)
-    run = run_local(state.db, spec, procs, on_shard=lambda i, rc: rc == 2 or err.print(
-        f"run: shard {i + 1}/{procs} {'done' if rc == 0 else f'failed (exit {rc})'}"))
-    codes = run.exit_codes
-    if codes and all(rc == 2 for rc in codes.values()):
-        sys.exit(2)  # bad input: every shard said why
-    if as_json:  # the shards printed theirs; this last line is the run's
-        print(json.dumps({"run_id": run.run_id, "status": run.status, "counts": run.counts,
-                          "shards": {str(i): rc for i, rc in codes.items()}}))
-    else:
-        total = ", ".join(f"{k} {v}" for k, v in sorted(run.counts.items()))
-        Console().print(f"run {run.run_id}: {procs} shards of '{spec.measurement}' {run.status} ({total})",
-                        highlight=False, soft_wrap=True)
-    if run.status != "finished":
-        failed = ", ".join(str(i + 1) for i, rc in codes.items() if rc) or "?"  # 1-based, as above
-        raise SystemExit(f"run {run.run_id} {run.status}: shard(s) {failed} of {procs} failed; "
-                         "see 'netsurvey runs'")
 
 
 def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -82,3 +83,17 @@ def activate(ctx: RunContext) -> Iterator[RunContext]:
         yield ctx
     finally:
         _current = saved
+
+
+class DryRunDone(Exception):
+    """Raised by ``open_scan`` once a dry run has printed its plan and recorded the
+    cancelled run: the run path ends the command with exit code 0, nothing contacted."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGINT arrived while a measurement ran (not an ``Exception``: a scanner's
+    ``except Exception`` must not swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

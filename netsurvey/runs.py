@@ -70,6 +70,9 @@ class Run:
         if shard.current() is not None:
             if ctx is not None and ctx.interrupted:
                 return  # stopped by a signal: commit nothing, the shard is retried whole
+            from .writer import flush_all_open
+
+            flush_all_open()  # every buffered row into the shard's transaction, then commit it with its job_shard row
             shard.commit_shard(self.db.dsn, "finished" if status == "finished" else "failed", counts or {})
             return
         with self.db.connect() as conn:

@@ -59,11 +59,8 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     last shard commits."""
     import json
 
-    from .writer import flush_all_open
-
     spec = current()
     assert spec is not None
-    flush_all_open()
     conn = connection(dsn)
     if not _filtered and spec.index > 0:
         # the command ignored sharding (e.g. an address-range scan): shard 0 did it all
