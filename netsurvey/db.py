@@ -210,8 +210,9 @@ def _recorded(conn) -> Optional[dict]:
         return None
     has_sum = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'schema_migrations'"
                            " AND column_name = 'checksum' AND table_schema = current_schema()").fetchone()
-    col = "checksum" if has_sum else "NULL"
-    rows = dict(conn.execute(f"SELECT version, {col} FROM schema_migrations").fetchall())
+    query = ("SELECT version, checksum FROM schema_migrations" if has_sum
+             else "SELECT version, NULL FROM schema_migrations")
+    rows = dict(conn.execute(query).fetchall())
     conn.commit() if not conn.autocommit else None
     return rows
 

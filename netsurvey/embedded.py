@@ -411,6 +411,7 @@ def _bootstrap(pm: Postmaster, fresh: bool) -> None:
     owned by the superuser) is adopted: that database becomes ``netsurvey``, owned, with
     its objects, by netsurvey_owner."""
     import psycopg
+    from psycopg import sql
 
     try:
         with psycopg.connect(_superuser_conninfo(pm, "template1"), autocommit=True) as conn:
@@ -425,11 +426,13 @@ def _bootstrap(pm: Postmaster, fresh: bool) -> None:
                 with psycopg.connect(_superuser_conninfo(pm, "postgres"), autocommit=True) as old:
                     legacy = old.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL").fetchone()[0]
                 if legacy:
-                    conn.execute(f"ALTER DATABASE postgres RENAME TO {DATABASE}")
-                    conn.execute(f"ALTER DATABASE {DATABASE} OWNER TO {OWNER_ROLE}")
+                    conn.execute(sql.SQL("ALTER DATABASE postgres RENAME TO {}").format(sql.Identifier(DATABASE)))
+                    conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(DATABASE),
+                                                                                 sql.Identifier(OWNER_ROLE)))
                     conn.execute("CREATE DATABASE postgres")
                 else:
-                    conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER_ROLE}")
+                    conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE),
+                                                                               sql.Identifier(OWNER_ROLE)))
                 with psycopg.connect(_superuser_conninfo(pm, DATABASE), autocommit=True) as c3:
                     if legacy:
                         _reassign_public(c3)
@@ -441,6 +444,8 @@ def _bootstrap(pm: Postmaster, fresh: bool) -> None:
 def _reassign_public(conn) -> None:
     """Give netsurvey_owner every object of schema public (tables with their sequences,
     views, free sequences, functions, types) owned by the bootstrap superuser."""
+    from psycopg import sql
+
     objs = conn.execute("""
         SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
                               ELSE 'TABLE' END, c.oid::regclass::text
@@ -456,8 +461,10 @@ def _reassign_public(conn) -> None:
         SELECT 'TYPE', t.oid::regtype::text FROM pg_type t
         WHERE t.typnamespace = 'public'::regnamespace AND pg_get_userbyid(t.typowner) = 'postgres'
           AND t.typtype IN ('e', 'd', 'r') """).fetchall()
-    for kind, name in objs:
-        conn.execute(f"ALTER {kind} {name} OWNER TO {OWNER_ROLE}")
+    kinds = {"VIEW", "MATERIALIZED VIEW", "SEQUENCE", "TABLE", "ROUTINE", "TYPE"}
+    for kind, name in objs:  # kind is one of ours; name is the catalog's own quoted rendering (regclass etc.)
+        assert kind in kinds
+        conn.execute(sql.SQL("ALTER " + kind + " {} OWNER TO {}").format(sql.SQL(name), sql.Identifier(OWNER_ROLE)))
 
 
 def conninfo(pm: Postmaster, role: str, dbname: str = DATABASE) -> str:

@@ -31,7 +31,8 @@ def test_campaign_guide_has_a_dozen_queries():
 
 
 @pytest.mark.timeout(1800)
-def test_demo_twice_all_steps_ok_and_queries_run(tmp_path, testbed):
+def test_demo_twice_all_steps_ok_and_queries_run(server_reachable_dir, testbed):
+    tmp_path = server_reachable_dir  # the embedded server's own user must be able to enter it
     shutil.copytree(REPO / "config", tmp_path / "config")
     env = {"NETSURVEY_DEMO_OUT": str(tmp_path / "out")}
     r = run_cli("demo", cwd=tmp_path, env=env, timeout=1500)
