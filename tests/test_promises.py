@@ -230,7 +230,9 @@ def _params(promise: str):
         if m not in CASES:
             continue
         why = KNOWN.get((m, promise))
-        marks = [pytest.mark.xfail(strict=True, reason=f"known defect (issue 20 closing note): {why}")] if why else []
+        # strict unless the defect shows only with some timings (then an XPASS is not a failure)
+        strict = (m, promise) not in TIMING_DEPENDENT
+        marks = [pytest.mark.xfail(strict=strict, reason=f"known defect (issue 20 closing note): {why}")] if why else []
         out.append(pytest.param(m, id=m, marks=marks))
     return out
 
@@ -238,7 +240,11 @@ def _params(promise: str):
 #: Defects this matrix found that are not fixed yet, by (measurement, promise). Each is
 #: named in issue 20's closing note; remove the entry with the fix.
 _TERM_ENGINE = "the engine keeps a round's outcomes in memory until the round ends: SIGTERM ends the run 'failed' but loses them"
+#: known defects whose test outcome depends on timing (how many targets end before the signal)
+TIMING_DEPENDENT = {("tls", "sigterm")}
 KNOWN: dict[tuple[str, str], str] = {
+    ("tls", "sigterm"): "a target's row is written when all its connections end (up to 8, each paced by the "
+                        "limiter): targets in flight at SIGTERM are not recorded",
     ("dns-ttl", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
     ("dns-ecs", "rate"): "the DNS engine paces each nameserver by --ns-qps, not etiquette.per_destination_pps",
     ("tfo-reuse", "rate"): "the TFO engine paces probes, and a reuse probe is two SYNs",
