@@ -172,6 +172,9 @@ def zmap_discover(network: str, port: int, policy: TargetPolicy, *, rate: float,
             raise UsageError(f"--zmap: zmap failed: {tail}")
         found = {ln.strip() for ln in out.read_text().splitlines() if ln.strip() and ln[0].isdigit()}
         sent = json.loads(meta.read_text()).get("total_sent", 0)
-    # zmap honours the lists; check again so a zmap quirk can never widen what we probe
-    allowed = sorted((a for a in found if policy.allowed(a)), key=ipaddress.ip_address)
+    # zmap honours the lists; check again so a zmap quirk can never widen what we probe. Only
+    # addresses of the network asked for: zmap also reports ICMP errors, whose source is a
+    # router (e.g. the gateway's "host unreachable"), which must not become a target
+    allowed = sorted((a for a in found if ipaddress.ip_address(a) in net and policy.allowed(a)),
+                     key=ipaddress.ip_address)
     return ZmapDiscovery(tuple(allowed), int(sent), seconds, route)
