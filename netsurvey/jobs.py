@@ -260,18 +260,14 @@ def _record_refused_shard(db: Database, run_id: int, shard: int, attempt: int) -
     the run ends 'failed' once every shard is in, instead of staying queued forever."""
     import socket
 
+    from .shard import settle_run
+
     with db.connect() as conn:
         conn.execute("SELECT id FROM scan_run WHERE id = %s FOR NO KEY UPDATE", (run_id,))
         conn.execute("INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt) VALUES "
                      "(%s, %s, 'failed', '{\"refused\": 1}', %s, %s) ON CONFLICT (run_id, shard) DO NOTHING",
                      (run_id, shard, f"{socket.gethostname()}:{os.getpid()}", attempt))
-        conn.execute(
-            """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
-                                                   WHEN agg.failed > 0 THEN 'failed' ELSE 'finished' END,
-                                     finished_at = clock_timestamp()
-               FROM (SELECT count(*) AS done, count(*) FILTER (WHERE status = 'failed') AS failed
-                     FROM job_shard WHERE run_id = %s) agg
-               WHERE r.id = %s AND agg.done = r.shards""", (run_id, run_id))
+        settle_run(conn, run_id)
 
 
 def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:

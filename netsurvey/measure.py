@@ -30,6 +30,7 @@ its parsed options as JSON), never an argv, and run :func:`run_spec`.
 """
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import os
@@ -191,7 +192,7 @@ def _to_json(v: Any) -> Any:
         return str(v)
     if isinstance(v, (list, tuple)):
         return [_to_json(x) for x in v]
-    if hasattr(v, "value") and type(v).__module__ != "builtins":  # an Enum
+    if isinstance(v, enum.Enum):
         return v.value
     return v
 

@@ -1,25 +1,12 @@
 """Secrets never leave the environment: DSN passwords and API keys are masked wherever a
-command line, DSN or parameter set is printed or recorded."""
+command line is printed or recorded (DSNs themselves: :func:`netsurvey.db.mask_dsn`)."""
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 MASK = "***"
 
-#: URL userinfo password (postgresql://user:PASSWORD@host), key=value password in a
-#: libpq keyword DSN, and the value of options that carry secrets
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)")
-_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 SECRET_OPTIONS = ("--dsn", "--api-key", "--key", "--password")
-
-
-def mask_dsn(text: str) -> str:
-    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``; ``password=pw`` -> ``password=***``."""
-    if not text:
-        return text
-    text = _URL_PASSWORD.sub(lambda m: m["head"] + MASK + m["at"], text)
-    return _KV_PASSWORD.sub(lambda m: m["head"] + MASK, text)
 
 
 def mask_argv(argv: Iterable[str]) -> list[str]:
@@ -40,5 +27,18 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
                 out.append(a)
                 hide_next = True
             continue
-        out.append(mask_dsn(a))
+        out.append(_mask_arg(a))
     return out
+
+
+def _mask_arg(arg: str) -> str:
+    """An argument that looks like a DSN is masked by :func:`netsurvey.db.mask_dsn` (the one
+    DSN masking of the project); one that mentions a password and does not parse is hidden."""
+    if "://" not in arg and "password" not in arg.lower():
+        return arg
+    from .db import mask_dsn
+
+    masked = mask_dsn(arg)
+    if masked == "(not a valid DSN)":
+        return MASK if "password" in arg.lower() or "@" in arg else arg
+    return masked

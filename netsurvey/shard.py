@@ -78,6 +78,14 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     if row is None:
         conn.rollback()
         return False
+    settle_run(conn, spec.run_id)
+    conn.commit()
+    return True
+
+
+def settle_run(conn: psycopg.Connection, run_id: int) -> None:
+    """Inside the transaction that just added a job_shard row: when every shard of the run
+    is in, end the run ('failed' if any shard failed) with the shards' counts summed."""
     # clock_timestamp(): now() would be the start of the shard's long transaction
     conn.execute(
         """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
@@ -88,6 +96,4 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
                             SELECT key AS k, sum(value::bigint) AS total
                             FROM job_shard, jsonb_each_text(counts) WHERE run_id = %s GROUP BY key) t) AS counts
                  FROM job_shard WHERE run_id = %s) agg
-           WHERE r.id = %s AND agg.done = r.shards""", (spec.run_id, spec.run_id, spec.run_id))
-    conn.commit()
-    return True
+           WHERE r.id = %s AND agg.done = r.shards""", (run_id, run_id, run_id))

@@ -273,3 +273,15 @@ def test_cluster_of_an_earlier_version_is_adopted(server_reachable_dir):
             c.execute("DROP VIEW v")
     finally:
         stop_embedded(data)
+
+
+def test_command_lines_are_recorded_without_passwords():
+    """scan_run.vantage.argv and queued runs record the command line through mask_argv."""
+    from netsurvey.secrets import mask_argv
+
+    argv = ["--dsn", "postgresql://u:s3cret@h/db", "--dsn=host=h password=s3cret", "scan", "tls",
+            "postgresql://u@h/db?password=s3cret", "host=h password=s3cret", "https://u:s3cret@a.test/",
+            "--list", "top"]
+    masked = mask_argv(argv)
+    assert not any("s3cret" in a for a in masked), masked
+    assert masked[3:5] == ["scan", "tls"] and masked[-2:] == ["--list", "top"]
