@@ -5,6 +5,7 @@
 #   browser   scanner + Chromium/chromedriver, Firefox ESR, faketime (browser experiments)
 #   testbed   scanner + the testbed's daemons (nginx, knot, unbound, nftables) and the
 #             test extra: runs `netsurvey testbed up` and the test suite in a container
+#   db        PostgreSQL 16.2 (the pgserver wheel's build, as in the tests), no Python
 #
 #   docker build --target scanner -t netsurvey-scanner .
 #
@@ -54,8 +55,9 @@ COPY --from=pybuild /opt/venv /opt/venv
 COPY --from=pybuild /app /app
 # On PATH, where netsurvey/gotools.py looks first.
 COPY --from=gotools /src/tools/go/bin/zgrab2 /src/tools/go/bin/zdns /usr/local/bin/
-# Runs as root: scanners need raw sockets (compose grants NET_RAW/NET_ADMIN).
-ENTRYPOINT ["netsurvey"]
+# Runs as root: scanners need raw sockets (compose grants NET_RAW/NET_ADMIN). The entry
+# point turns Compose secrets (/run/secrets) into NETSURVEY_DSN / NETSURVEY_ATLAS_KEY.
+ENTRYPOINT ["/app/docker/entrypoint.sh"]
 CMD ["--help"]
 
 FROM scanner AS browser
@@ -71,5 +73,13 @@ RUN apt-get update -qq \
 COPY --from=pybuild-test /opt/venv /opt/venv
 COPY --from=pybuild-test /app /app
 COPY --from=gotools /src/tools/go/bin/zgrab2 /src/tools/go/bin/zdns /usr/local/bin/
-ENTRYPOINT ["netsurvey"]
+ENTRYPOINT ["/app/docker/entrypoint.sh"]
 CMD ["testbed", "up"]
+
+FROM ${BASE_IMAGE} AS db
+RUN useradd --system --home-dir /var/lib/postgresql --create-home postgres
+COPY --from=pybuild /opt/venv/lib/python3.11/site-packages/pgserver/pginstall /usr/lib/postgresql/16
+COPY docker/postgres.sh /usr/local/bin/netsurvey-postgres
+RUN ln -s /usr/lib/postgresql/16/bin/pg_isready /usr/lib/postgresql/16/bin/psql /usr/local/bin/
+VOLUME /var/lib/postgresql/data
+ENTRYPOINT ["/usr/local/bin/netsurvey-postgres"]

@@ -84,9 +84,38 @@ def test_repo_compose_valid_with_secrets_in_env(composecheck):
 def test_repo_compose_has_no_secrets_and_no_version_key():
     text = COMPOSE_FILE.read_text()
     assert not re.search(r"^version\s*:", text, re.M), "obsolete top-level `version:`"
-    # Secrets are interpolated from the environment, never written in the file.
-    assert "NETSURVEY_ATLAS_KEY: ${NETSURVEY_ATLAS_KEY:-}" in text
-    assert not re.search(r"^\s*-?\s*NETSURVEY_ATLAS_KEY\s*[:=]\s*[^$\s]", text, re.M)
+    # Secrets come only through Compose `secrets:` (files), never through the environment.
+    assert not re.search(r"NETSURVEY_ATLAS_KEY|PASSWORD|NETSURVEY_DSN", text), "secret in an env var"
+    assert re.search(r"^secrets:\n  db_password:\n    file: ./secrets/db_password$", text, re.M)
+
+
+def test_repo_compose_scanners_on_host_network_with_one_scheduler(composecheck):
+    """What Compose v2 will run (compose-go's loaded project): host networking, secrets as
+    files, ./config and the data directory mounted, a worker healthcheck, one scheduler."""
+    import json
+
+    proc = subprocess.run([str(composecheck), "-f", str(COMPOSE_FILE), "--profile", "browsers", "--profile",
+                           "report", "-json"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    project = json.loads(proc.stdout)
+    svcs = project["services"]
+    assert set(project["secrets"]) == {"db_password", "atlas_key"}
+    assert all(sec["file"].startswith(str(ROOT / "secrets")) for sec in project["secrets"].values())
+    for name in ("postgres", "migrate", "worker", "scheduler", "browser-worker", "report"):
+        assert svcs[name]["network_mode"] == "host", name
+        assert "db_password" in {x["source"] for x in svcs[name]["secrets"]}, name
+        assert not any(k.endswith(("_KEY", "PASSWORD", "_DSN")) for k in svcs[name].get("environment", {})), name
+    for name in ("migrate", "worker", "scheduler", "browser-worker", "report"):
+        mounts = {(v["source"], v["target"], v.get("read_only", False)) for v in svcs[name]["volumes"]}
+        assert {(str(ROOT / "config"), "/app/config", True), (str(ROOT / "data"), "/data", False)} <= mounts, name
+    assert svcs["worker"]["healthcheck"]["test"][0] == "CMD"
+    assert {svcs[n]["build"]["target"] for n in ("worker", "scheduler", "migrate")} == {"scanner"}
+    assert svcs["browser-worker"]["build"]["target"] == "browser" and svcs["postgres"]["build"]["target"] == "db"
+    # only the scheduler fires config/schedule.toml; plain workers get an empty schedule
+    assert "--schedule" in svcs["scheduler"]["command"]
+    for name in ("worker", "browser-worker"):
+        assert svcs[name]["environment"]["NETSURVEY_SCHEDULE"] == "/dev/null", name
+        assert "--schedule" not in svcs[name]["command"]
 
 
 # ------------------------------------------------------ synthetic files (tmp_path)
