@@ -26,9 +26,10 @@ COPY scripts/build_go_tools.sh scripts/
 RUN GOFLAGS=-mod=readonly bash scripts/build_go_tools.sh zgrab2 zdns
 
 FROM ${BASE_IMAGE} AS pybuild
-ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 RUN apt-get update -qq \
-    && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev \
+    && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
 COPY requirements.lock requirements-test.lock /app/

@@ -1,6 +1,6 @@
 # netsurvey: the two commands a user needs are `make demo` and `make test`.
 # Both install whatever is missing first (scripts/install.sh, idempotent): a virtual
-# environment .venv made with $(PYTHON) (any CPython >= 3.11, e.g. Debian's
+# environment .venv made with $(PYTHON) (CPython 3.11 or 3.12, e.g. Debian's
 # /usr/bin/python3), holding the pinned dependencies of requirements-test.lock.
 # Every target runs .venv/bin/python; nothing needs `netsurvey` or python3 on PATH.
 PYTHON ?= python3

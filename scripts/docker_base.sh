@@ -3,7 +3,8 @@
 # section 6). Idempotent: an image that exists is kept (FORCE=1 rebuilds).
 #
 #   netsurvey/bookworm   debootstrap --variant=minbase bookworm, then `docker import`
-#                        (BASE_IMAGE; the mirror is the one apt already uses)
+#                        (BASE_IMAGE; the mirror is the one apt already uses; the local
+#                        CAs of /usr/local/share/ca-certificates are copied in)
 #   netsurvey/golang     netsurvey/bookworm + this machine's Go toolchain (GO_IMAGE;
 #                        $(go env GOROOT), Go >= 1.24) + ca-certificates
 #
@@ -27,6 +28,12 @@ if ! have netsurvey/bookworm; then
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
     "$mirror" "$mirror" "${mirror%/debian*}/debian" > "$root/etc/apt/sources.list"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  # Trust what this machine trusts: its local CAs (e.g. an egress proxy's) are picked up
+  # by update-ca-certificates when an image installs ca-certificates.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  fi
   tar -C "$root" -c . | "$DOCKER" import -c 'CMD ["/bin/bash"]' - netsurvey/bookworm >/dev/null
   rm -rf "$root"; trap - EXIT
 fi

@@ -6,7 +6,7 @@
 #   1. apt packages (testbed daemons, browsers, and python3-venv/python3-dev/gcc so that
 #      Debian's own python3 can make the virtual environment and build pyasn);
 #   2. a virtual environment $VENV (default .venv) made with $PYTHON (default python3,
-#      any CPython >= 3.11; Debian's /usr/bin/python3 is EXTERNALLY-MANAGED (PEP 668), so
+#      CPython 3.11 or 3.12; Debian's /usr/bin/python3 is EXTERNALLY-MANAGED (PEP 668), so
 #      nothing is ever installed into the interpreter itself), holding the pinned
 #      dependencies of $LOCK (default requirements-test.lock) and netsurvey itself
 #      (editable, --no-deps: the lock alone decides every version);
@@ -55,8 +55,10 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
 fi
 # Identify the interpreter by its real executable and version (pyenv shims resolve here).
 py_id=$("$PYTHON" -c 'import sys; print(sys.executable, "%d.%d.%d" % sys.version_info[:3])')
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  echo "install: netsurvey needs Python >= 3.11; $PYTHON is ${py_id#* }" >&2
+if ! "$PYTHON" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 12))'; then
+  # 3.13: pgserver 0.1.4 (the embedded PostgreSQL, a core dependency) ships wheels for
+  # CPython <= 3.12 only and no sdist.
+  echo "install: netsurvey needs Python 3.11 or 3.12 (pgserver has no wheel for newer); $PYTHON is ${py_id#* }" >&2
   exit 2
 fi
 if [ ! -f "$LOCK" ]; then

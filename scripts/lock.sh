@@ -5,7 +5,7 @@
 #   requirements-test.lock   runtime + [test]          (make install / make test, CI)
 #   requirements-fuzz.lock   runtime + [test] + [fuzz] (make fuzz)
 #
-# One universal resolution (uv, markers for Python 3.11-3.13, Linux) is made for the
+# One universal resolution (uv, markers for every Python the project allows) is made for the
 # largest set; the two smaller files are constrained to it, so all three pin the same
 # versions. Existing pins are kept where still allowed (uv prefers the output file's
 # pins): upgrading is an explicit `UPGRADE=1 make lock`. uv itself is pinned below and

@@ -125,7 +125,7 @@ def test_install_is_a_fast_no_op_when_installed():
     took_s = time.monotonic() - t0
     assert p.returncode == 0, p.stderr
     assert "install:" not in p.stdout, p.stdout
-    assert took_s < 5, took_s
+    assert took_s < 20, took_s   # ~0.3 s idle; generous for a loaded CI machine
 
 
 @pytest.mark.slow
@@ -156,5 +156,22 @@ def test_fresh_install_from_debians_python(tmp_path):
     t0 = time.monotonic()
     again = subprocess.run(["bash", "scripts/install.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert again.returncode == 0 and "install:" not in again.stdout, again.stdout
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 20
     print(f"fresh install from {SYSTEM_PYTHON}: {cold_s:.0f} s")
+
+
+@pytest.mark.parametrize("version", ["3.13", "3.10"])
+def test_install_refuses_an_unsupported_python_in_one_line(tmp_path, version):
+    """pgserver (the embedded PostgreSQL) has no wheel for 3.13: say so before making anything."""
+    import glob
+
+    found = sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python3")) or \
+        [p for p in (f"/usr/bin/python{version}",) if Path(p).exists()]
+    if not found:
+        pytest.skip(f"no Python {version} on this machine")
+    venv = tmp_path / "venv"
+    p = subprocess.run(["bash", "scripts/install.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHON": found[0], "VENV": str(venv), "NETSURVEY_SKIP_APT": "1"})
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "3.11 or 3.12" in p.stderr, p.stderr
+    assert not venv.exists()
