@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 INSTALL = PYTHON="$(PYTHON)" VENV="$(VENV)" bash scripts/install.sh
 
-.PHONY: install install-fuzz lock demo test test-install bench clean-db fuzz
+.PHONY: install install-fuzz lock demo test test-install test-compose bench clean-db fuzz
 
 install:
 	$(INSTALL)
@@ -32,6 +32,11 @@ test: install
 # (tests/test_install.py, marked slow: ~1-2 min with a warm pip cache).
 test-install: install
 	$(PY) -m pytest -q -m slow tests/test_install.py
+
+# docker-compose.yml for real (tests/test_compose_e2e.py): needs a running Docker engine
+# and the testbed; builds the base images, Compose v2 and the images when missing.
+test-compose: install
+	NETSURVEY_COMPOSE_E2E=1 $(PY) -m pytest -q -s tests/test_compose_e2e.py
 
 bench: install
 	$(PY) bench/bench_writer.py
