@@ -79,8 +79,12 @@ CMD ["testbed", "up"]
 
 FROM ${BASE_IMAGE} AS db
 RUN useradd --system --home-dir /var/lib/postgresql --create-home postgres
-COPY --from=pybuild /opt/venv/lib/python3.11/site-packages/pgserver/pginstall /usr/lib/postgresql/16
+# The wheel's layout is kept: its binaries find their libpq through RPATH
+# $ORIGIN/../../../pgserver.libs.
+COPY --from=pybuild /opt/venv/lib/python3.11/site-packages/pgserver/pginstall /opt/pg/pgserver/pginstall
+COPY --from=pybuild /opt/venv/lib/python3.11/site-packages/pgserver.libs /opt/pg/pgserver.libs
 COPY docker/postgres.sh /usr/local/bin/netsurvey-postgres
-RUN ln -s /usr/lib/postgresql/16/bin/pg_isready /usr/lib/postgresql/16/bin/psql /usr/local/bin/
+RUN ln -s /opt/pg/pgserver/pginstall/bin/pg_isready /opt/pg/pgserver/pginstall/bin/psql /usr/local/bin/ \
+    && /opt/pg/pgserver/pginstall/bin/postgres --version
 VOLUME /var/lib/postgresql/data
 ENTRYPOINT ["/usr/local/bin/netsurvey-postgres"]

@@ -1,13 +1,13 @@
 #!/bin/sh
 # The database image's entry point: PostgreSQL 16.2, the same build the tests use (the
-# pgserver wheel's binaries, copied to /usr/lib/postgresql/16), run as user postgres. First start: initdb
+# pgserver wheel's binaries, copied to /opt/pg), run as user postgres. First start: initdb
 # with the superuser netsurvey and the password of the db_password secret, then database
 # netsurvey. Listens on 127.0.0.1:$NETSURVEY_DB_PORT only (host networking; nothing is
 # published beyond the machine) and on a unix socket in /run/postgresql (a volume that
 # containers in other network namespaces can share); both need the password.
 # Data: /var/lib/postgresql/data (a volume).
 set -eu
-PG=/usr/lib/postgresql/16/bin
+PG=/opt/pg/pgserver/pginstall/bin
 PGDATA=/var/lib/postgresql/data
 PORT=${NETSURVEY_DB_PORT:-55432}
 LISTEN=${NETSURVEY_DB_LISTEN:-127.0.0.1}
