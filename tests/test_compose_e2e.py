@@ -5,7 +5,8 @@ exactly once; then `compose run report` writes the report.
 
 Runs only when asked (`make test-compose`, NETSURVEY_COMPOSE_E2E=1): it needs a running
 Docker engine, the testbed (root), the base images (scripts/docker_base.sh, made here when
-missing) and Docker Compose v2 (scripts/build_go_tools.sh compose). ~10-20 min cold.
+missing) and Docker Compose v2 (scripts/build_go_tools.sh compose, or NETSURVEY_COMPOSE_BIN). ~10-20 min
+cold.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "netsurvey-e2e"
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(5400),
     pytest.mark.skipif(os.environ.get("NETSURVEY_COMPOSE_E2E") != "1",
                        reason="set NETSURVEY_COMPOSE_E2E=1 (make test-compose)"),
 ]
@@ -41,7 +43,8 @@ def stack(tmp_path_factory):
     docker = shutil.which("docker")
     if docker is None or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
         pytest.fail("no Docker engine reachable (start dockerd; docs/campaign.md section 6)")
-    compose_bin = Path(sh("bash", "scripts/build_go_tools.sh", "compose", timeout=3600).stdout.split()[-1])
+    compose_bin = Path(os.environ.get("NETSURVEY_COMPOSE_BIN") or
+                       sh("bash", "scripts/build_go_tools.sh", "compose", timeout=3600).stdout.split()[-1])
     data = tmp_path_factory.mktemp("compose-data")
     env = {**os.environ, "NETSURVEY_DATA_DIR": str(data), "COMPOSE_PROJECT_NAME": PROJECT,
            "NETSURVEY_BASE_IMAGE": os.environ.get("NETSURVEY_BASE_IMAGE", "netsurvey/bookworm"),
