@@ -75,14 +75,15 @@ def sql(compose, query: str):
 def test_stack_runs_a_scheduled_campaign_through_failures(stack):
     compose, data, build_s = stack
     names = [f"www{i}.example.test" for i in range(1, 4)] + ["www.example.test", "nx.example.test"]
-    names += [f"n{i}.example.test" for i in range(40)]
+    names += [f"n{i}.example.test" for i in range(600)]
     (data / "list.csv").write_text("".join(f"{i},{n}\n" for i, n in enumerate(names, 1)))
     compose("up", "-d", "--scale", "worker=3", "postgres", "migrate", "worker", timeout=900)
     compose("run", "--rm", "--no-deps", "migrate", "targets", "import", "/data/list.csv", "--list", "e2e")
     # the scheduler fires a cron entry every minute (second 0); workers run the shards
     (data / "schedule.toml").write_text(
         '[[schedule]]\nname = "e2e"\ncron = "* * * * *"\n'
-        'command = ["scan", "dns-ttl", "--list", "e2e", "--family", "4"]\nshards = 12\n')
+        # rate-limited so that the failures below hit it mid-run
+        'command = ["scan", "dns-ttl", "--list", "e2e", "--family", "4", "--rate", "100"]\nshards = 12\n')
     compose("up", "-d", "scheduler")
     run_id = None
     deadline = time.monotonic() + 240
@@ -91,7 +92,9 @@ def test_stack_runs_a_scheduled_campaign_through_failures(stack):
         run_id = rows[0]["id"] if rows else None
         time.sleep(3)
     assert run_id is not None, "the scheduler fired nothing within 4 min"
+    compose("stop", "scheduler")   # the cron entry fires every minute: one run is enough
     # one worker dies mid-run, the database restarts
+    assert sql(compose, f"select status from scan_run where id = {run_id}")[0]["status"] in ("queued", "running")
     workers = compose("ps", "-q", "worker").stdout.split()
     assert len(workers) == 3, workers
     sh("docker", "kill", workers[0])
@@ -110,7 +113,9 @@ def test_stack_runs_a_scheduled_campaign_through_failures(stack):
     # exactly once: one row per target and record type, for every target of the list
     assert {r["hostname"].rstrip(".") for r in counts} == set(names)
     assert all(r["n"] == 1 for r in counts), [r for r in counts if r["n"] != 1]
-    compose("stop", "scheduler")
+    retried = sql(compose, "select count(*) as n from procrastinate_jobs "
+                           "where task_name = 'netsurvey.scan_shard' and attempts > 1")[0]["n"]
+    print(f"compose e2e: {retried} shard job(s) retried after the kill / restart")
     out = compose("--profile", "report", "run", "--rm", "report", timeout=900)
     assert any((data / "reports").iterdir()), out.stdout
     print(f"compose e2e: images built in {build_s:.0f} s, run {run_id} finished")
