@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 
 from scanners.tls.engine import handshake, make_context  # noqa: E402
 from scanners.tls.tls13 import KeyLog  # noqa: E402
-from scanners.tls.zgrab import ZGRAB2, zgrab_argv  # noqa: E402
+from netsurvey.gotools import find_tool  # noqa: E402
+from scanners.tls.zgrab import zgrab_argv  # noqa: E402
 
 
 def targets(n: int) -> list[tuple[str, str]]:
@@ -81,8 +82,8 @@ def main() -> None:
     ap.add_argument("--senders", type=int, default=50)
     ap.add_argument("--inflight", type=int, default=200)
     a = ap.parse_args()
-    if not ZGRAB2.exists():
-        sys.exit(f"{ZGRAB2} missing: scripts/build_go_tools.sh zgrab2")
+    if find_tool("zgrab2") is None:
+        sys.exit("zgrab2 missing (PATH, tools/go/bin): scripts/build_go_tools.sh zgrab2")
     ts = targets(a.n)
     res: dict[str, list[tuple[float, float, int]]] = {"zgrab2 tls1.2": [], "netsurvey tls1.2": [], "netsurvey tls1.3": []}
     for _ in range(a.rounds):

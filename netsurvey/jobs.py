@@ -41,6 +41,9 @@ from .errors import UsageError
 QUEUE = "scans"
 TASK_NAME = "netsurvey.scan_shard"
 SCHEDULE_TASK = "netsurvey.scheduled"
+#: Scheduled (cron) tasks have their own queue: only workers that carry the schedule (and
+#: so know those tasks) take them; a worker without one would fail them (TaskNotFound).
+SCHEDULE_QUEUE = "scans-schedule"
 DEFAULT_SCHEDULE = Path("config/schedule.toml")
 logger = logging.getLogger("netsurvey.jobs")
 
@@ -248,7 +251,7 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
 
         def make(entry=entry):
             @app.periodic(cron=entry.cron, periodic_id=entry.name)
-            @app.task(name=f"{SCHEDULE_TASK}.{entry.name}", queue=QUEUE, pass_context=True)
+            @app.task(name=f"{SCHEDULE_TASK}.{entry.name}", queue=SCHEDULE_QUEUE, pass_context=True)
             def scheduled(context, timestamp: int) -> None:
                 start_command(Database(dsn), entry.command, entry.shards, note=entry.name)
         make()
@@ -416,7 +419,8 @@ async def run_worker(db: Database, concurrency: int, *, wait: bool = True, heart
     async with app.open_async():
         checker = asyncio.create_task(_retry_stalled(app, heartbeat, stalled_after))
         try:
-            await app.run_worker_async(queues=[QUEUE], concurrency=concurrency, wait=wait,
+            queues = [QUEUE, SCHEDULE_QUEUE] if any(e.cron for e in schedule or []) else [QUEUE]
+            await app.run_worker_async(queues=queues, concurrency=concurrency, wait=wait,
                                        update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
                                        install_signal_handlers=True)
         finally:

@@ -84,9 +84,48 @@ def test_repo_compose_valid_with_secrets_in_env(composecheck):
 def test_repo_compose_has_no_secrets_and_no_version_key():
     text = COMPOSE_FILE.read_text()
     assert not re.search(r"^version\s*:", text, re.M), "obsolete top-level `version:`"
-    # Secrets are interpolated from the environment, never written in the file.
-    assert "NETSURVEY_ATLAS_KEY: ${NETSURVEY_ATLAS_KEY:-}" in text
-    assert not re.search(r"^\s*-?\s*NETSURVEY_ATLAS_KEY\s*[:=]\s*[^$\s]", text, re.M)
+    # Secrets come only through Compose `secrets:` (files), never through the environment.
+    assert not re.search(r"NETSURVEY_ATLAS_KEY|PASSWORD|NETSURVEY_DSN", text), "secret in an env var"
+    for role in ("admin", "owner", "writer", "reader"):
+        assert re.search(rf"^  db_{role}_password:\n    file: ./secrets/db_{role}_password$", text, re.M), role
+
+
+def test_repo_compose_scanners_on_host_network_with_one_scheduler(composecheck):
+    """What Compose v2 will run (compose-go's loaded project): host networking, secrets as
+    files, ./config and the data directory mounted, a worker healthcheck, one scheduler."""
+    import json
+
+    proc = subprocess.run([str(composecheck), "-f", str(COMPOSE_FILE), "--profile", "browsers", "--profile",
+                           "report", "-json"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    project = json.loads(proc.stdout)
+    svcs = project["services"]
+    db_secrets = {f"db_{r}_password" for r in ("admin", "owner", "writer", "reader")}
+    assert set(project["secrets"]) == db_secrets | {"atlas_key"}
+    assert all(sec["file"].startswith(str(ROOT / "secrets")) for sec in project["secrets"].values())
+    for name in ("postgres", "migrate", "worker", "scheduler", "browser-worker", "report"):
+        assert svcs[name]["network_mode"] == "host", name
+        assert not any(k.endswith(("_KEY", "PASSWORD", "_DSN")) for k in svcs[name].get("environment", {})), name
+    # each container gets only the secrets of the database roles it uses (README "Security")
+    secrets_of = {name: {x["source"] for x in svc.get("secrets", [])} for name, svc in svcs.items()}
+    assert secrets_of["postgres"] == db_secrets
+    for name in ("migrate", "report"):
+        assert secrets_of[name] == {"db_owner_password"}, name
+        assert svcs[name]["environment"]["NETSURVEY_DB_USER"] == "netsurvey_owner", name
+    for name in ("worker", "scheduler", "browser-worker"):
+        assert secrets_of[name] == {"db_writer_password", "db_reader_password", "atlas_key"}, name
+        assert svcs[name]["environment"]["NETSURVEY_DB_USER"] == "netsurvey_writer", name
+    for name in ("migrate", "worker", "scheduler", "browser-worker", "report"):
+        mounts = {(v["source"], v["target"], v.get("read_only", False)) for v in svcs[name]["volumes"]}
+        assert {(str(ROOT / "config"), "/app/config", True), (str(ROOT / "data"), "/data", False)} <= mounts, name
+    assert svcs["worker"]["healthcheck"]["test"][0] == "CMD"
+    assert {svcs[n]["build"]["target"] for n in ("worker", "scheduler", "migrate")} == {"scanner"}
+    assert svcs["browser-worker"]["build"]["target"] == "browser" and svcs["postgres"]["build"]["target"] == "db"
+    # only the scheduler fires config/schedule.toml; plain workers get an empty schedule
+    assert "--schedule" in svcs["scheduler"]["command"]
+    for name in ("worker", "browser-worker"):
+        assert svcs[name]["environment"]["NETSURVEY_SCHEDULE"] == "/dev/null", name
+        assert "--schedule" not in svcs[name]["command"]
 
 
 # ------------------------------------------------------ synthetic files (tmp_path)

@@ -10,28 +10,24 @@ import tempfile
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
-from netsurvey.errors import UsageError
+from netsurvey.gotools import require_tool, tool_version
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget
 
 from .ecs import EcsProbe, EcsResult, EcsScanner
 
-ZDNS = Path(__file__).resolve().parents[2] / "tools" / "go" / "bin" / "zdns"
 _OUTCOME = {"NOERROR": "answer", "NXDOMAIN": "nxdomain", "SERVFAIL": "servfail", "REFUSED": "refused",
             "TIMEOUT": "timeout", "ITERATIVE_TIMEOUT": "timeout"}
 
 
 def zdns_binary() -> Path:
-    if not ZDNS.exists():
-        raise UsageError(f"{ZDNS} is missing; build it with 'scripts/build_go_tools.sh zdns'")
-    return ZDNS
+    """zdns on PATH, else tools/go/bin/zdns (netsurvey.gotools); UsageError if neither."""
+    return require_tool("zdns")
 
 
 def zdns_version() -> str:
-    """The zdns version pinned in tools/go/go.mod (recorded in scan_run.parameters)."""
-    for line in (ZDNS.parents[1] / "go.mod").read_text().splitlines():
-        if "github.com/zmap/zdns" in line:
-            return line.split()[-1]
-    return "unknown"
+    """The zdns version recorded in scan_run.parameters: the tools/go/go.mod pin for the
+    repo's build, else the PATH binary's path and --version line."""
+    return tool_version("zdns")
 
 
 def probe_from_zdns(record: dict, subnet, qtype: str) -> EcsProbe:

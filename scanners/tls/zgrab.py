@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from netsurvey.errors import UsageError
+from netsurvey.gotools import require_tool
 
 from .wire import key_name, ticket_format
 
-ZGRAB2 = Path(__file__).resolve().parents[2] / "tools" / "go" / "bin" / "zgrab2"
 
 
 def zgrab_argv(senders: int, blocklist: Path) -> list[str]:
-    return [str(ZGRAB2), "tls", "--session-ticket", "--max-version=771", "-s", str(senders),
+    """zgrab2 from PATH, else tools/go/bin (netsurvey.gotools); UsageError if neither."""
+    return [str(require_tool("zgrab2")), "tls", "--session-ticket", "--max-version=771", "-s", str(senders),
             "-b", str(blocklist)]
 
 
@@ -210,8 +211,7 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
     blocked = 0
     try:
         if ingest is None:
-            if not ZGRAB2.exists():
-                raise UsageError(f"{ZGRAB2} missing: run scripts/build_go_tools.sh zgrab2")
+            require_tool("zgrab2")
             targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
             allowed = [t for t in targets if ctx.policy.allowed(t.address)]
             blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
