@@ -71,22 +71,19 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     import os
 
     from . import runctx, shard
-    from .etiquette import RateLimiter, TargetPolicy
+    from .etiquette import TargetPolicy, limiter_from_config
     from .runs import start_run
     from .scanning import ScanContext
 
     db = migrated_db()
     cfg = state.config
     policy = TargetPolicy.from_config(cfg.etiquette)
-    rate, per_dest = cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps
     if rate_pps is not None:
         if not (isinstance(rate_pps, (int, float)) and math.isfinite(rate_pps) and rate_pps > 0):
             raise UsageError(f"rate {rate_pps!r}: must be a positive, finite number of packets per second")
-        rate = min(rate, rate_pps)
     spec = shard.current()
-    if spec is not None:
-        rate, per_dest = rate / spec.count, per_dest / spec.count
-    limiter = RateLimiter(rate, per_dest)
+    limiter = limiter_from_config(cfg.etiquette, rate_pps, spec.count if spec is not None else 1)
+    rate = limiter.rate
     if namespace is None and os.environ.get("NETSURVEY_IN_TESTBED"):
         namespace = "nstb-vantage"
     parameters = dict(parameters)

@@ -60,10 +60,13 @@ class EtiquetteConfig(_Strict):
     rate_pps: float = Field(10_000, gt=0, allow_inf_nan=False)
     #: Per-destination-address limit in probes per second.
     per_destination_pps: float = Field(20, gt=0, allow_inf_nan=False)
+    #: Networks of servers the researcher runs (their own recursive resolver, the
+    #: testbed): the per-destination limit does not apply to them; the global rate does.
+    own_servers: list[str] = []
     #: Contact string added to any HTTP User-Agent the scanners send.
     contact: str = "netsurvey research scan; see https://example.test/optout"
 
-    _check_allow = field_validator("allow", "block")(classmethod(lambda cls, v: _networks(v)))
+    _check_allow = field_validator("allow", "block", "own_servers")(classmethod(lambda cls, v: _networks(v)))
 
 
 class SurveyConfig(_Strict):

@@ -113,13 +113,19 @@ class TargetPolicy:
 class RateLimiter:
     """Token buckets: one global (``rate`` per second) and one per destination address
     (``per_destination`` per second), both with a burst of one second's worth (min 1).
-    ``await acquire(dest)`` waits until a probe to ``dest`` may be sent."""
+    ``await acquire(dest)`` waits until a probe to ``dest`` may be sent; packet engines
+    call ``take_sync(dest)`` and wait the seconds it returns. Destinations inside
+    ``exempt`` (etiquette.own_servers: servers the researcher runs) skip the
+    per-destination bucket; the global one always holds."""
 
-    def __init__(self, rate: float, per_destination: float | None = None, max_destinations: int = 100_000):
+    def __init__(self, rate: float, per_destination: float | None = None, max_destinations: int = 100_000,
+                 exempt: Iterable[IPNetwork] = ()):
         if rate <= 0 or (per_destination is not None and per_destination <= 0):
             raise UsageError("rate limits must be positive")
         self.rate = rate
         self.per_destination = per_destination
+        self.exempt = tuple(exempt)
+        self._exempt_memo: dict[str, bool] = {}
         self._tokens = max(1.0, rate)
         self._last = time.monotonic()
         self._dest: OrderedDict[str, float] = OrderedDict()  # dest -> earliest next send time
@@ -137,24 +143,50 @@ class RateLimiter:
         self._tokens -= 1
         return wait
 
+    def _is_exempt(self, dest: str) -> bool:
+        hit = self._exempt_memo.get(dest)
+        if hit is None:
+            try:
+                a = ipaddress.ip_address(dest)
+                hit = any(a.version == n.version and a in n for n in self.exempt)
+            except ValueError:
+                hit = False
+            if len(self._exempt_memo) > self._max_dest:
+                self._exempt_memo.clear()
+            self._exempt_memo[dest] = hit
+        return hit
+
+    def _take_dest(self, dest: str | None, wait: float) -> float:
+        """The per-destination slot after a global wait of ``wait`` s: the total wait."""
+        if dest is None or not self.per_destination or (self.exempt and self._is_exempt(dest)):
+            return wait
+        now = time.monotonic()
+        start = max(now + wait, self._dest.get(dest, 0.0))
+        self._dest[dest] = start + 1.0 / self.per_destination
+        self._dest.move_to_end(dest)
+        if len(self._dest) > self._max_dest:
+            self._dest.popitem(last=False)
+        return start - now
+
     async def acquire(self, dest: str | None = None) -> None:
         async with self._lock:
-            wait = self._take_global()
-            if dest is not None and self.per_destination:
-                now = time.monotonic()
-                nxt = self._dest.get(dest, 0.0)
-                start = max(now + wait, nxt)
-                self._dest[dest] = start + 1.0 / self.per_destination
-                self._dest.move_to_end(dest)
-                if len(self._dest) > self._max_dest:
-                    self._dest.popitem(last=False)
-                wait = start - now
+            wait = self._take_dest(dest, self._take_global())
         if wait > 0:
             await asyncio.sleep(wait)
 
-    def take_sync(self) -> float:
-        """Non-async variant for packet engines: seconds to wait before the next packet."""
-        return self._take_global()
+    def take_sync(self, dest: str | None = None) -> float:
+        """Non-async variant for packet engines: seconds to wait before the next packet
+        (to ``dest``, when given: its per-destination slot is taken too)."""
+        return self._take_dest(dest, self._take_global())
+
+
+def limiter_from_config(cfg: EtiquetteConfig, rate_cap: float | None = None, shares: int = 1) -> RateLimiter:
+    """The one way a run's limiter is made: etiquette.rate_pps (lowered, never raised, by
+    ``rate_cap``) and per_destination_pps, both divided among ``shares`` shards, with
+    etiquette.own_servers exempt from the per-destination bucket."""
+    rate = cfg.rate_pps if rate_cap is None else min(cfg.rate_pps, rate_cap)
+    return RateLimiter(rate / shares, cfg.per_destination_pps / shares,
+                       exempt=[ipaddress.ip_network(n, strict=False) for n in cfg.own_servers])
 
 
 def user_agent(cfg: EtiquetteConfig, product: str = "netsurvey") -> str:

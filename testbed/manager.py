@@ -8,6 +8,8 @@ after checking /proc that the PID still runs the recorded program.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -89,6 +91,37 @@ def pid_alive(pid: int, argv0: str | None = None) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _exclusive():
+    """One `testbed up` / `down` at a time on this machine (an fcntl lock next to the
+    state): interleaved ups recorded only one side's processes and orphaned the other's
+    (a knotd holding its database lock made every later `up` fail)."""
+    d = state_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _orphans() -> list[int]:
+    """Processes the testbed started but no longer records: their command line names a
+    file in the state directory (every daemon gets its config from there)."""
+    marker = str(state_dir()).encode() + b"/"
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+            # a scan or test that only reads a testbed file (e.g. --ca-bundle) is no orphan
+            if marker in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
+                out.append(int(d.name))
+        except OSError:
+            pass
+    return out
+
+
 def _kill(p: ProcState, timeout: float = 3.0) -> None:
     if not pid_alive(p.pid, p.argv[0]):
         return
@@ -154,13 +187,17 @@ class Testbed:
 
     # ---------------------------------------------------------------- up
     def up(self, log=print) -> State:
+        with _exclusive():
+            return self._up(log)
+
+    def _up(self, log) -> State:
         st = State.load()
         if st and st.complete and st.config_hash == self.config_hash and self.healthy(st):
             log("testbed already up (nothing to do)")
             return st
-        if st:
+        if st or _orphans():
             log("testbed: tearing down a previous or broken instance first")
-            down(log=lambda *_: None)
+            _down(log=lambda *_: None)
         t0 = time.time()
         self.dir.mkdir(parents=True, exist_ok=True)
         secret_file = self.dir / "secret"
@@ -405,6 +442,11 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
+    with _exclusive():
+        return _down(log)
+
+
+def _down(log) -> dict:
     st = State.load()
     killed = 0
     if st:
@@ -412,6 +454,18 @@ def down(log=print) -> dict:
             if pid_alive(p.pid, p.argv[0]):
                 _kill(p)
                 killed += 1
+    for pid in _orphans():   # started by an `up` that state.json does not record
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.time() + 3
+            while time.time() < deadline and pid_alive(pid):
+                time.sleep(0.02)
+            if not pid_alive(pid):
+                break
+        killed += 1
     # namespaces: the recorded ones, plus any with our prefix a crash may have left
     names = set(st.namespaces if st else []) | {n for n in netns.list_netns() if n.startswith(NETNS_PREFIX)}
     for n in names:

@@ -54,6 +54,25 @@ def test_rate_limiter_holds_global_and_per_destination_rates():
     assert 1.9 <= per_dest < 3.5
 
 
+def test_take_sync_paces_per_destination_and_own_servers_are_exempt():
+    """Packet engines (DNS) take the per-destination slot too; etiquette.own_servers skip
+    only that bucket (the global one holds for them)."""
+    from netsurvey.etiquette import limiter_from_config
+
+    cfg = EtiquetteConfig(rate_pps=1000, per_destination_pps=10, own_servers=["198.18.1.0/24"])
+    lim = limiter_from_config(cfg)
+    waits = [lim.take_sync("198.18.10.1") for _ in range(11)]
+    assert waits[0] == 0.0 and 0.95 <= waits[10] <= 1.05          # the 11th to one address: 1 s later
+    assert max(lim.take_sync("198.18.1.53") for _ in range(11)) < 0.05   # own server: no per-address wait
+    glob = limiter_from_config(EtiquetteConfig(rate_pps=10, per_destination_pps=10, own_servers=["198.18.1.0/24"]))
+    assert [glob.take_sync("198.18.1.53") > 0 for _ in range(12)][-1]  # the global rate still holds
+    # shards share both limits; a CLI rate only lowers the configured one
+    sh = limiter_from_config(cfg, rate_cap=1e9, shares=4)
+    assert (sh.rate, sh.per_destination) == (250, 2.5)
+    with pytest.raises(ValueError):
+        EtiquetteConfig(own_servers=["not-a-network"])
+
+
 def test_runner_never_hands_blocked_targets_to_scanner(db):
     from netsurvey.config import SurveyConfig
     from netsurvey.runs import start_run

@@ -355,8 +355,8 @@ class QueryEngine:
             start = max(now, st.next_send)
             st.next_send = start + 1.0 / self.o.ns_qps
             wait = start - now
-        if self.limiter is not None:
-            wait = max(wait, self.limiter.take_sync())
+        if self.limiter is not None:   # global rate and etiquette.per_destination_pps
+            wait = max(wait, self.limiter.take_sync(st.host))
         return wait
 
     def _finish(self, q: _Query, result, pump: bool = True) -> None:

@@ -164,16 +164,17 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             hostnames = tuple(Target(r, h) for r, h in p["hostnames"])
             plan = LbPlan(hostnames, p["port"], p["rounds"], p["interval"], tuple(p["nameservers"]) if p["nameservers"] else None)
             from netsurvey.clictx import state as st
-            from netsurvey.etiquette import RateLimiter, TargetPolicy
+            from netsurvey.etiquette import TargetPolicy, limiter_from_config
             from netsurvey.runctx import is_dry_run
 
             if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
                 open_scan("tfo-lb", {"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
                                                                  for t in hostnames])
             cfg = st.config
-            rate = min(p["rate"] or cfg.etiquette.rate_pps, cfg.etiquette.rate_pps)
+            limiter = limiter_from_config(cfg.etiquette, p["rate"] or None)
+            rate = limiter.rate
             ctx = ScanContext(db=db, run=Run(db, resume), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
-                              limiter=RateLimiter(rate, cfg.etiquette.per_destination_pps))
+                              limiter=limiter)
             with db.connect() as conn:
                 conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (resume,))
             opts = TfoOptions(rate, p["cooldown"], p["seed"])

@@ -613,7 +613,9 @@ class RawEngine:
         n = len(targets)
         senders = max(1, min(opt.senders, os.cpu_count() or 1))
         rate = opt.rate / senders
-        batch = opt.batch or (1024 if rate <= 0 else int(min(1024, max(16, rate / 1000))))
+        # a batch goes out at once: at most 1 ms of the rate (>= 1 probe), so a paced scan
+        # never bursts above its rate (batches of 16 broke rate_pps = 5 by 6 SYNs at once)
+        batch = opt.batch or (1024 if rate <= 0 else int(min(1024, max(1, rate / 1000))))
         batch = min(batch, 1024)
         if senders == 1 or n < senders * batch:     # each sender gets at least one batch
             yield from self._send_part(targets, seed, conn, answered, errors, range(0, n, batch), batch, opt.rate)

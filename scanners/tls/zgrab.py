@@ -8,10 +8,11 @@ import asyncio
 import base64
 import datetime as dt
 import ipaddress
+import itertools
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from netsurvey.errors import UsageError
 from netsurvey.gotools import require_tool
@@ -122,12 +123,13 @@ def _row(line: str, run_id: int) -> tuple:
             sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2")
 
 
-def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None) -> Iterator[tuple]:
+def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None,
+                    first_line_no: int = 1) -> Iterator[tuple]:
     """tls_handshake rows (survey.HANDSHAKE_COLUMNS order) from zgrab2 JSON lines. A line that
     is not a zgrab2 record (invalid JSON, not an object, no valid ``ip``, a field of the
     wrong type) raises :class:`BadZgrabLine` (a ValueError) - or, if ``bad`` is given, is
     appended to it and skipped."""
-    for no, line in enumerate(lines, 1):
+    for no, line in enumerate(lines, first_line_no):
         if not line.strip():
             continue
         try:
@@ -160,17 +162,18 @@ def _check_ingest(path: Path, lines: list[str]) -> int:
     return len(bad)
 
 
-async def _zgrab_paced(argv: list[str], targets, limiter) -> list[str]:
+async def _zgrab_paced(argv: list[str], targets, limiter, on_line: Callable[[str], None]) -> None:
     """Run zgrab2, feeding it one target line at a time as the run's limiter allows: zgrab2
     connects to each line as it reads it, so the etiquette's global and per-destination
-    rates hold for its connections too (zgrab2 has no rate option of its own)."""
+    rates hold for its connections too (zgrab2 has no rate option of its own). Each
+    output line goes to ``on_line`` as zgrab2 writes it, so a SIGTERM keeps what was
+    grabbed before it."""
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    out: list[bytes] = []
 
     async def read() -> None:
         async for line in proc.stdout:
-            out.append(line)
+            on_line(line.decode("utf-8", "replace").rstrip("\n"))
 
     reader = asyncio.create_task(read())
     try:
@@ -185,7 +188,6 @@ async def _zgrab_paced(argv: list[str], targets, limiter) -> list[str]:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    return [b.decode("utf-8", "replace").rstrip("\n") for b in out]
 
 
 def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dict:
@@ -208,23 +210,31 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
     ctx = open_scan("tls", {"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
                     packages=(), targets=None if ingest is not None else [ScanTarget(h, a, 443, r) for r, h, a in hosts])
     bad: list[BadZgrabLine] = []
-    blocked = 0
+    blocked = n = 0
     try:
-        if ingest is None:
-            require_tool("zgrab2")
-            targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
-            allowed = [t for t in targets if ctx.policy.allowed(t.address)]
-            blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
-            targets = allowed
-            with tempfile.TemporaryDirectory() as d:
-                bl = Path(d) / "blocklist"
-                bl.write_text("")  # the policy filtered the targets above
-                lines = asyncio.run(_zgrab_paced(zgrab_argv(senders, bl), targets, ctx.limiter))
-        n = 0
-        with handshake_writer(ctx.db) as w:
-            for row in rows_from_zgrab(lines, ctx.run.id, bad):
-                w.write(row)
-                n += 1
+        with handshake_writer(ctx.db) as w:   # closed (flushed) on SIGTERM too
+
+            def take(line: str, no: int) -> None:
+                nonlocal n
+                for row in rows_from_zgrab([line], ctx.run.id, bad, first_line_no=no):
+                    w.write(row)
+                    n += 1
+
+            if ingest is None:
+                require_tool("zgrab2")
+                targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
+                allowed = [t for t in targets if ctx.policy.allowed(t.address)]
+                blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
+                targets = allowed
+                line_no = itertools.count(1)
+                with tempfile.TemporaryDirectory() as d:
+                    bl = Path(d) / "blocklist"
+                    bl.write_text("")  # the policy filtered the targets above
+                    asyncio.run(_zgrab_paced(zgrab_argv(senders, bl), targets, ctx.limiter,
+                                             lambda line: take(line, next(line_no))))
+            else:
+                for no, line in enumerate(lines, 1):
+                    take(line, no)
     except BaseException:
         ctx.run.finish("failed")
         raise
