@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from .config import SurveyConfig
 from .db import Database
 from .etiquette import RateLimiter, TargetPolicy
+from .runctx import Terminated
 from .runs import Run
 
 
@@ -109,13 +110,16 @@ class Scanner(ABC):
 
         failed: list[BaseException] = []  # what a worker could not record (e.g. the limiter failing)
         stopping = False  # set when this generator ends: only then is a worker's cancellation ours
+        busy = self.in_flight = {}  # worker -> the target it is probing (run_scan records them if stopped)
 
         async def worker() -> None:
             nonlocal live
             me = asyncio.current_task()
+            key = id(me)
             try:
                 for t in it:
                     await limiter.acquire(t.address)
+                    busy[key] = t   # contacted from here on
                     try:
                         o = await scan(t)
                     except Exception as exc:  # a failing target is recorded, the scan continues
@@ -125,6 +129,7 @@ class Scanner(ABC):
                             raise
                         # a cancellation from inside scan() (e.g. a shared future): recorded
                         o = ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, "CancelledError inside the scan")
+                    del busy[key]
                     ready.append(o)
                     wake.set()
             except asyncio.CancelledError:
@@ -230,10 +235,21 @@ async def _scan_all(scanner: Scanner, allowed: Sequence[ScanTarget], record, cou
                   disable=not show_progress) as prog:
         task = prog.add_task(description or f"{scanner.name} scan", total=len(allowed))
         done = 0
-        async for outcome in scanner.scan_many(allowed, concurrency):
-            record(outcome)
-            done += 1
-            if not done & 63:  # the bar redraws ~10 times a second anyway; advancing costs ~3 us
-                prog.update(task, completed=done)
+        try:
+            async for outcome in scanner.scan_many(allowed, concurrency):
+                record(outcome)
+                done += 1
+                if not done & 63:  # the bar redraws ~10 times a second anyway; advancing costs ~3 us
+                    prog.update(task, completed=done)
+        except (asyncio.CancelledError, KeyboardInterrupt, Terminated):
+            # stopped (SIGTERM, Ctrl-C): the targets being probed were contacted, so each
+            # gets a row saying so instead of vanishing; the run itself ends 'failed'
+            for t in list(getattr(scanner, "in_flight", {}).values()):
+                record(ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, INTERRUPTED))
+            raise
         prog.update(task, completed=done)
     return counts
+
+
+#: ScanOutcome.error of a target whose probe was under way when the run was stopped.
+INTERRUPTED = "interrupted: the run was stopped while this target was being probed"

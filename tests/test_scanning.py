@@ -98,3 +98,53 @@ def test_a_failure_outside_the_scans_stops_the_run():
 
     with pytest.raises(OSError, match="limiter broke"):
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("how", ["cancel", "signal"])
+def test_a_stopped_run_records_the_targets_in_flight(how):
+    """SIGTERM (the run path's signal handler raises Terminated in the main thread, then
+    asyncio.run cancels the scan) or a cancellation: every target already handed to
+    ``scan`` gets a row saying it was interrupted; nothing not yet contacted gets one."""
+    import os
+    import signal
+
+    from netsurvey.runctx import Terminated
+    from netsurvey.scanning import INTERRUPTED
+
+    class Slow(Scanner):
+        name = "slow"
+
+        async def scan(self, target):
+            if target.port < 3:
+                return ScanOutcome(target, ScanStatus.SUCCESS, target.port)
+            await asyncio.sleep(3600)
+
+    s = Slow()
+    cfg = SurveyConfig()
+    s.init(None, ScanContext(db=None, run=None, config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+                             limiter=RateLimiter(1e9, 1e9)))
+    targets = [ScanTarget(f"h{i}.test", "198.18.2.20", i) for i in range(20)]
+    stored: list[ScanOutcome] = []
+
+    async def main():
+        task = asyncio.ensure_future(run_scan(s, targets, stored.append, concurrency=5, show_progress=False))
+        await asyncio.sleep(0.2)
+        if how == "cancel":
+            task.cancel()
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+        await task
+
+    def raise_terminated(signum, frame):
+        raise Terminated(signum)
+
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        with pytest.raises((asyncio.CancelledError, Terminated)):
+            asyncio.run(main())
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    done = sorted(o.target.port for o in stored if o.status is ScanStatus.SUCCESS)
+    cut = sorted(o.target.port for o in stored if o.error == INTERRUPTED)
+    assert done == [0, 1, 2]
+    assert cut == [3, 4, 5, 6, 7]          # the 5 workers' targets, each once; 8..19 never contacted

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
-from netsurvey.scanning import ScanTarget
+from netsurvey.scanning import INTERRUPTED, ScanStatus, ScanTarget
 
 from .engine import Handshake, certificate_facts, handshake, make_context
 from .results import ResumptionAttempt
@@ -68,27 +69,44 @@ class SharedProbe:
                                for m in self.o.mechanisms if not (m == "id" and v == "1.3")))
 
     async def _origin_mech(self, a: ScanTarget, others: list[ScanTarget], version: str, mech: str) -> None:
+        state: dict = {}
+        try:
+            await self._origin_pairs(a, others, version, mech, state)
+        except asyncio.CancelledError:
+            # stopped (SIGTERM): the pair under way was contacted; it gets a row saying so
+            b, h = state.get("b"), state.get("h")
+            if b is not None:
+                self.emit(ResumptionAttempt(
+                    mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,
+                    host=b.hostname, address=b.address,
+                    age=round(time.monotonic() - h.completed_at, 3) if h is not None and h.completed_at else 0.0,
+                    resumed=False, status=ScanStatus.UNKNOWN_ERROR.value, error=INTERRUPTED))
+            raise
+
+    async def _origin_pairs(self, a: ScanTarget, others: list[ScanTarget], version: str, mech: str,
+                            state: dict) -> None:
         ctx = self.contexts[(version, mech)]
         h: Optional[Handshake] = None
         for b in others:
+            state["b"] = b
             if h is None:
                 h = await self._hs(a, ctx)
+                state["h"] = h
                 if h.ok and h.cert_der and a.hostname not in self.sans:
                     self.sans[a.hostname] = certificate_facts(h.cert_der)[2]
                 if not h.ok or h.session is None or (mech == "id" and not h.session_id) or \
                         (mech == "ticket" and not (h.tickets or h.session.has_ticket)):
                     return      # nothing to present (recorded by the survey, not here)
             r = await self._hs(b, ctx, session=h.session)
-            import time as _t
             age = (r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at) if r.completed_at else \
-                _t.monotonic() - h.completed_at
+                time.monotonic() - h.completed_at
             self.emit(ResumptionAttempt(
                 mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,
                 host=b.hostname, address=b.address, age=round(age, 3), resumed=r.ok and r.resumed,
                 status=r.status.value, error=r.error,
                 key_name=(h.tickets[-1].key_name if mech == "ticket" and h.tickets else None)))
             if r.ok and r.resumed:
-                h = None        # single-use state (TLS 1.3 stateful tickets) may be consumed
+                h = state["h"] = None   # single-use state (TLS 1.3 stateful tickets) may be consumed
 
     async def san_of(self, t: ScanTarget) -> None:
         """Fetch the certificate SANs of a host not probed as an origin (other shards)."""
