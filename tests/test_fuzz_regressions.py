@@ -136,3 +136,29 @@ def test_malformed_zgrab_file_gives_one_line(db, tmp_path):
     f.write_text('{"ip": "198.18.2.13"}\nnot json\n')
     p = run_cli("scan", "tls-zgrab", "--ingest", str(f), dsn=db.dsn)
     assert p.returncode == 2 and str(f) in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_zgrab_uint32_lifetime_hint_is_stored_whole(db, tmp_path):
+    """zgrab2 writes session_ticket.lifetime_hint as uint32 (RFC 5077 3.3): 2^32-1 is a valid
+    hint and lands in tls_handshake.ticket_lifetime unchanged; 2^32 is a bad line."""
+    import base64
+    import json
+
+    import psycopg
+
+    def line(hint):
+        hl = {"server_hello": {"version": {"name": "TLSv1.2"}, "cipher_suite": {"name": "TLS_AES"}},
+              "session_ticket": {"value": base64.b64encode(bytes(range(64))).decode(), "lifetime_hint": hint}}
+        return json.dumps({"ip": "198.18.2.13", "domain": "www.example.test",
+                           "data": {"tls": {"status": "success", "result": {"handshake_log": hl}}}})
+
+    f = tmp_path / "zgrab.json"
+    f.write_text(line(2**32 - 1) + "\n")
+    p = run_cli("scan", "tls-zgrab", "--ingest", str(f), dsn=db.dsn)
+    assert p.returncode == 0, p.stderr
+    with psycopg.connect(db.dsn) as c:
+        assert c.execute("SELECT ticket_lifetime FROM tls_handshake").fetchall() == [(2**32 - 1,)]
+        assert c.execute("SELECT lifetime_s FROM tls_lifetime_hint_v").fetchall() == [(2**32 - 1,)]
+    f.write_text(line(2**32) + "\n")
+    p = run_cli("scan", "tls-zgrab", "--ingest", str(f), dsn=db.dsn)
+    assert p.returncode == 2 and "out of range" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -127,7 +127,7 @@ async def expand_targets(hosts: Iterable[tuple[Optional[int], str, Optional[str]
 HANDSHAKE_COLUMNS = [
     ("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("port", "int4"),
     ("version", "text"), ("status", "text"), ("error", "text"), ("negotiated", "text"), ("cipher", "text"),
-    ("session_id_len", "int4"), ("ticket_count", "int4"), ("ticket_lifetime", "int4"), ("max_early_data", "int8"),
+    ("session_id_len", "int4"), ("ticket_count", "int4"), ("ticket_lifetime", "int8"), ("max_early_data", "int8"),
     ("ticket", "bytea"), ("ticket_len", "int4"), ("key_name", "bytea"), ("ticket_format", "text"),
     ("cert_sha256", "bytea"), ("cert_issuer", "text"), ("cert_sans", "text[]"), ("id_resumed", "bool"),
     ("ticket_resumed", "bool"), ("handshake_ms", "float8"), ("observed_at", "timestamptz"), ("source", "text"),

@@ -53,8 +53,9 @@ def _get(d, *path):
     return d
 
 
-def _typed(d, path: tuple[str, ...], kind: type):
-    """The value at ``path`` (None if absent); a value of another type is a bad line."""
+def _typed(d, path: tuple[str, ...], kind: type, int_below: int = 2**31):
+    """The value at ``path`` (None if absent); a value of another type, or an int outside
+    0..int_below-1, is a bad line."""
     v = _get(d, *path)
     if v is None:
         return None
@@ -62,7 +63,7 @@ def _typed(d, path: tuple[str, ...], kind: type):
         raise _Bad(f"field {'.'.join(path)}: expected {kind.__name__}, got {type(v).__name__}")
     if kind is str and "\x00" in v:
         raise _Bad(f"field {'.'.join(path)}: NUL character")
-    if kind is int and not 0 <= v < 2**31:
+    if kind is int and not 0 <= v < int_below:
         raise _Bad(f"field {'.'.join(path)}: {v} out of range")
     return v
 
@@ -111,7 +112,7 @@ def _row(line: str, run_id: int) -> tuple:
         raise _Bad("field subject_alt_name.dns_names: expected strings")
     ok = status == "success"
     error = _typed(tls, ("error",), str)
-    lifetime = _typed(tls, hl + ("session_ticket", "lifetime_hint"), int)
+    lifetime = _typed(tls, hl + ("session_ticket", "lifetime_hint"), int, int_below=2**32)  # uint32
     return (run_id, None, _typed(rec, ("domain",), str) or ip, address, 443, "1.2",
             "success" if ok else _status(status), None if ok else (error or status)[:200],
             _typed(tls, hl + ("server_hello", "version", "name"), str),
