@@ -315,9 +315,19 @@ def _register_plot(app: typer.Typer) -> None:
                 print(json.dumps([{"name": s.name, "sources": list(s.sources), "thesis": s.thesis,
                                    "description": s.description} for s in specs.values()]))
                 return
-            t = Table("name", "thesis", "source tables", "what")
+            if not sys.stdout.isatty():   # piped: plain TSV, one figure per line, nothing cut
+                print("name\tthesis\tsource_tables\twhat")
+                for s in specs.values():
+                    print("\t".join(" ".join(str(x).split()) for x in
+                                    (s.name, s.thesis, ",".join(s.sources), s.description)))
+                return
+            # a terminal: names are never cut (they are what one types next)
+            t = Table(box=None, pad_edge=False)
+            t.add_column("name", no_wrap=True, min_width=max(len(s.name) for s in specs.values()))
+            t.add_column("thesis", max_width=16, overflow="fold")
+            t.add_column("what", overflow="fold")
             for s in specs.values():
-                t.add_row(s.name, s.thesis, ", ".join(s.sources), s.description)
+                t.add_row(s.name, s.thesis, s.description)
             out.print(t)
             return
         ctx = render(migrated_db(create=False), name, out_dir, runs)

@@ -32,12 +32,24 @@ out = Console()
 err = Console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        from .runs import code_version
+
+        print(f"netsurvey {metadata.version('netsurvey')} (code {code_version()})")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _global(
     dsn: Optional[str] = typer.Option(None, "--dsn", envvar="NETSURVEY_DSN",
                                       help="libpq DSN of an external PostgreSQL (default: embedded pgserver)."),
     config: Optional[Path] = typer.Option(None, "--config", envvar="NETSURVEY_CONFIG",
                                           help="Survey config TOML (default: ./config/survey.toml if present)."),
+    version: bool = typer.Option(False, "--version", is_eager=True, expose_value=False, callback=_print_version,
+                                 help="Print the version (and the code's git commit) and exit."),
 ) -> None:
     state.dsn = dsn
     state.config_path = config
@@ -326,11 +338,57 @@ def _register_subapps() -> None:
 _register_subapps()
 
 
+def _prepare_commands(cmd) -> None:
+    """Two conventions for every command, applied once here:
+
+    - help texts are plain text: Rich markup would swallow units such as "[ms]" and "[s]"
+      (typer renders help with Rich markup), so every bracket is escaped;
+    - an option that takes one value may be given once: a repeat is refused (exit 2)
+      instead of silently keeping the last (``multiple`` options accumulate)."""
+    from rich.markup import escape
+
+    for p in cmd.params:
+        if getattr(p, "help", None):
+            p.help = escape(p.help)
+    for attr in ("help", "short_help"):
+        if getattr(cmd, attr, None):
+            setattr(cmd, attr, escape(getattr(cmd, attr)))
+    subs = getattr(cmd, "commands", None)
+    for sub in (subs or {}).values():
+        _prepare_commands(sub)
+    single = [p for p in cmd.params if getattr(p, "opts", None) and getattr(p, "param_type_name", "") == "option"
+              and not p.multiple and not getattr(p, "count", False)]
+    parse = cmd.parse_args
+
+    def parse_args(ctx, args, _parse=parse, _single=single, _subs=subs):
+        if _subs:   # a group's own options stand before its subcommand's name
+            args_own = next((args[:i] for i, a in enumerate(args) if a in _subs), args)
+        else:
+            args_own = args
+        _refuse_repeats(ctx, args_own, _single)
+        return _parse(ctx, args)
+
+    cmd.parse_args = parse_args
+
+
+def _refuse_repeats(ctx, args: list[str], options) -> None:
+    from .clicompat import click_exceptions
+
+    args = args[:args.index("--")] if "--" in args else args
+    for p in options:
+        names = [*p.opts, *p.secondary_opts]
+        n = sum(1 for a in args if a in names or (a.startswith("--") and a.split("=", 1)[0] in names and "=" in a))
+        if n > 1:
+            raise click_exceptions.UsageError(f"{p.opts[-1]} given {n} times; it takes one value (give it once)", ctx)
+
+
 def main() -> None:
     from .clicompat import Abort as _Abort, Exit as _Exit, click_exceptions as click
 
     try:
-        rv = app(args=sys.argv[1:], prog_name="netsurvey", standalone_mode=False)
+        cmd = typer.main.get_command(app)
+        _prepare_commands(cmd)
+        rv = cmd.main(args=sys.argv[1:], prog_name="netsurvey", standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)
     except click.NoArgsIsHelpError as exc:  # 'netsurvey scan' alone: its help

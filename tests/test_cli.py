@@ -92,3 +92,40 @@ def test_demo_on_embedded_database(server_reachable_dir):
     assert "22 targets" in r.stdout
     assert (tmp_path / ".netsurvey" / "pgdata").exists()
     assert run_cli("db", "down", cwd=tmp_path).returncode == 0
+
+
+def test_version_prints_the_package_and_commit():
+    p = run_cli("--version")
+    assert p.returncode == 0 and p.stdout.startswith("netsurvey ") and "(code " in p.stdout, p
+
+
+@pytest.mark.parametrize("args", [
+    ("simulate", "oob-tokens", "--rtt", "10", "--rtt", "20"),
+    ("simulate", "oob-tokens", "--rtt=10", "--rtt", "20"),
+    ("--dsn", "host=/nonexistent", "--dsn", "host=/elsewhere", "db", "status"),
+])
+def test_an_option_taking_one_value_is_refused_when_repeated(args):
+    """issue 22: `--failure-rate 0.393 --failure-rate 0.247` kept only the last, silently."""
+    p = run_cli(*args)
+    assert p.returncode == 2 and "given 2 times" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p
+    assert not p.stdout
+
+
+def test_repeatable_options_still_accumulate():
+    p = run_cli("simulate", "oob-tokens", "--rtt", "30")
+    assert p.returncode == 0 and json.loads(p.stdout)["model"] == "oob-tokens", p
+
+
+def test_units_in_help_texts_are_shown():
+    """Rich markup swallowed "[ms]" and "[s]" in help texts."""
+    p = run_cli("simulate", "oob-tokens", "--help", env={"COLUMNS": "200"})
+    assert p.returncode == 0 and "Handshake processing time [ms]" in p.stdout, p.stdout
+
+
+def test_plot_list_piped_is_tsv_with_whole_names():
+    p = run_cli("plot", "--list")
+    lines = p.stdout.strip().splitlines()
+    assert p.returncode == 0 and lines[0] == "name\tthesis\tsource_tables\twhat", p
+    names = [ln.split("\t")[0] for ln in lines[1:]]
+    assert all(ln.count("\t") == 3 for ln in lines) and "atlas-resolver-rtt" in names
+    assert not any("…" in n for n in names)
