@@ -209,7 +209,11 @@ def parse_ping(raw: dict, msm_id: Optional[int] = None) -> PingObservation:
 def _parse_dns(raw: dict) -> list[DnsObservation]:
     base = dict(msm_id=_int_field(raw, "msm_id", "msm_id"), prb_id=_int_field(raw, "prb_id", "prb_id"),
                 ts=_int_field(raw, "timestamp", "ts"))
-    if "resultset" not in raw:
+    if "resultset" in raw:
+        entries = raw["resultset"]
+    elif isinstance(raw.get("result"), dict):   # one resolver (not use_probe_resolver): the
+        entries = [raw]                          # object is its own entry, as sagan reads it
+    else:
         err = raw.get("error")
         return [DnsObservation(**base, subid=0, af=raw.get("af"), resolver_addr=raw.get("dst_addr"),
                                src_addr=raw.get("src_addr"), qname=None, rt_ms=None,
@@ -218,7 +222,7 @@ def _parse_dns(raw: dict) -> list[DnsObservation]:
                                       else _error_text(err) if err else "malformed"))]
     parsed = DnsResult(raw, **_SAGAN)
     out = []
-    for k, (entry, resp) in enumerate(zip(raw["resultset"], parsed.responses), 1):
+    for k, (entry, resp) in enumerate(zip(entries, parsed.responses), 1):
         subid = int(entry.get("subid", k))
         if entry.get("error"):
             out.append(DnsObservation(**base, subid=subid, af=entry.get("af"),
@@ -236,20 +240,29 @@ def _parse_dns(raw: dict) -> list[DnsObservation]:
 
 
 def _parse_ping(raw: dict) -> PingObservation:
+    """Measured or a failure with a reason, by sagan's own reading: its summary
+    (``rcvd``, ``avg``: -1 becomes None) decides, so a ping whose only replies are
+    duplicates (``rcvd`` 0, ``dup`` > 0) is a failure, and an old firmware's result
+    without per-packet entries but with ``rcvd`` and ``avg`` is measured. Duplicate
+    replies are not packets of their own: ``rtts_ms`` has one entry per echo request."""
     ident = dict(msm_id=_int_field(raw, "msm_id", "msm_id"), prb_id=_int_field(raw, "prb_id", "prb_id"),
                  ts=_int_field(raw, "timestamp", "ts"))
     p = PingResult(raw, **_SAGAN)
-    rtts = tuple(pk.rtt for pk in p.packets)
+    rtts = tuple(pk.rtt for pk in p.packets if not pk.dup)
     got = [x for x in rtts if x is not None]
+    avg, lo, hi = p.rtt_average, p.rtt_min, p.rtt_max
+    if avg is None and got and p.packets_received is None:   # no summary at all: the packets'
+        avg, lo, hi = round(sum(got) / len(got), 3), min(got), max(got)
+    measured = avg is not None and (p.packets_received is None or p.packets_received > 0)
     err = None
     if raw.get("dnserr"):
         err = f"dnserr: {raw['dnserr']}"[:200]
     elif raw.get("error"):
         err = _error_text(raw["error"])
-    elif not got:
-        err = "no-reply"
+    elif not measured:
+        err = "no-reply (duplicate replies only)" if p.duplicates else "no-reply"
     return PingObservation(
         **ident, af=p.af, dst_addr=p.destination_address, dst_name=p.destination_name,
         sent=p.packets_sent, rcvd=p.packets_received,
-        avg_ms=p.rtt_average if got else None, min_ms=p.rtt_min if got else None,
-        max_ms=p.rtt_max if got else None, rtts_ms=rtts, error=err)
+        avg_ms=avg if err is None else None, min_ms=lo if err is None else None,
+        max_ms=hi if err is None else None, rtts_ms=rtts, error=err)
