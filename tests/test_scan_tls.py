@@ -287,3 +287,22 @@ def test_zgrab2_bulk_mode_ingested(db, testbed):
                  "WHERE run_id = %s ORDER BY 1", out["run_id"])
     key = testbed.status()["ground_truth"]["ticket_key_groups"][h["key_group"]]["current_key_name"]
     assert rows == sorted((a, "success", h["session_timeout"], key, "zgrab2") for a in h["addresses"])
+
+
+def test_the_contact_string_reaches_the_server(db, testbed, tmp_path):
+    """issue 22: etiquette.contact goes into the User-Agent of the HEAD the TLS survey sends
+    (TLS 1.3, to read the tickets); checked in nginx's own access log."""
+    import secrets
+
+    marker = f"contact-{secrets.token_hex(6)}"
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text(f'[etiquette]\ncontact = "research scan {marker}"\n')
+    host = next(h for h in tls_hosts(testbed) if h.startswith("www."))
+    p = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
+                "scan", "tls", "--target", host, "--tls", "1.3", "--json", dsn=db.dsn, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    from testbed.manager import state_dir
+
+    log = state_dir() / "nginx" / "logs" / "access.log"
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if marker in ln] if log.exists() else []
+    assert lines and all("HEAD / HTTP/1.1" in ln and f"(+research scan {marker})" in ln for ln in lines), lines

@@ -15,6 +15,7 @@ from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
+from netsurvey.etiquette import user_agent
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 
@@ -232,7 +233,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         targets=targets, concurrency=concurrency)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicHandshakeScanner()
-        sc.init((ConnectOptions(timeout_s=timeout_s), resume), ctx)
+        sc.init((ConnectOptions(timeout_s=timeout_s, user_agent=user_agent(ctx.config.etiquette)), resume), ctx)
         counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency, as_json)
         _finish(ctx, counts, as_json)
 
@@ -259,7 +260,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         packages=("aioquic",), targets=targets)
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicTurnoverScanner()
-        sc.init((TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s)), store), ctx)
+        sc.init((TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
+                                                                  user_agent=user_agent(ctx.config.etiquette))), store), ctx)
         summaries = []
 
         def store_fn(o: ScanOutcome) -> None:

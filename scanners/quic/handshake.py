@@ -302,7 +302,7 @@ async def quic_connect(hostname: Optional[str], address: str, port: int, opts: C
         deadline = t0 + opts.timeout_s
         proto.connect(peer, transmit=False)
         if early:  # the 0-RTT request shares the first datagram with the Initial
-            _send_request(proto, hostname or address, opts.path)
+            _send_request(proto, hostname or address, opts.path, opts.user_agent)
         else:
             proto.transmit()
         await _wait(proto.finished, deadline - time.monotonic())
@@ -322,7 +322,7 @@ async def quic_connect(hostname: Optional[str], address: str, port: int, opts: C
         if not opts.request:
             return result(peer_closed=quic.peer_closed), raw_tickets
         if not early:
-            _send_request(proto, hostname or address, opts.path)
+            _send_request(proto, hostname or address, opts.path, opts.user_agent)
         await _wait(proto.response_done, max(0.05, deadline - time.monotonic()))
         # tickets and NEW_TOKEN frames may follow the response
         wait = min(opts.state_wait_s, max(0.0, deadline - time.monotonic()))
@@ -355,9 +355,9 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> None:
         pass
 
 
-def _send_request(proto: _Probe, authority: str, path: str) -> None:
+def _send_request(proto: _Probe, authority: str, path: str, user_agent: str) -> None:
     stream_id = proto._quic.get_next_available_stream_id()
     proto.h3.send_headers(stream_id, [
         (b":method", b"GET"), (b":scheme", b"https"), (b":authority", authority.encode()),
-        (b":path", path.encode()), (b"user-agent", b"netsurvey-quic")], end_stream=True)
+        (b":path", path.encode()), (b"user-agent", user_agent.encode("utf-8", "replace"))], end_stream=True)
     proto.transmit()

@@ -25,6 +25,7 @@ class ConnectOptions:
     :ivar path: HTTP/3 request path (one GET per connection, so tickets arrive).
     :ivar early_data: send the request as 0-RTT when a ticket allowing early data is presented.
     :ivar request: send the GET at all; False = close right after the handshake (benchmarks).
+    :ivar user_agent: the GET's user-agent header (the CLI puts etiquette.contact in it).
     """
 
     timeout_s: float = 5.0
@@ -33,6 +34,7 @@ class ConnectOptions:
     path: str = "/"
     early_data: bool = True
     request: bool = True
+    user_agent: str = "netsurvey"
 
 
 @dataclass(frozen=True)

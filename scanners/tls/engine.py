@@ -101,6 +101,19 @@ def _classify_ssl_error(exc: ssl.SSLError, rx: bytes) -> tuple[ScanStatus, str]:
     return ScanStatus.PROTOCOL_ERROR, f"tls-error:{(exc.reason or str(exc))}"[:200]
 
 
+def _user_agent() -> str:
+    """The HEAD's User-Agent: etiquette.contact of the run's config (netsurvey.etiquette)."""
+    from netsurvey.clictx import state
+    from netsurvey.etiquette import user_agent
+
+    try:
+        return user_agent(state.config.etiquette)
+    except Exception:   # no config loaded (library use): the default contact
+        from netsurvey.config import EtiquetteConfig
+
+        return user_agent(EtiquetteConfig())
+
+
 async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLContext, *, timeout: float,
                     session: Optional[ssl.SSLSession] = None, keylog: Optional[KeyLog] = None,
                     read_tickets: bool = True, deadline: Optional[float] = None) -> Handshake:
@@ -200,7 +213,8 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
         tls13 = obj.version() == "TLSv1.3"
         if tls13 and read_tickets:
             host = sni or address
-            obj.write(f"HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            obj.write(f"HEAD / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {_user_agent()}\r\n"
+                      "Connection: close\r\n\r\n".encode("utf-8", "replace"))
             plain = bytearray()
             try:
                 await flush()
