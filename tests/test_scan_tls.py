@@ -178,9 +178,17 @@ def test_failures_recorded_with_reasons(db, testbed):
     out = scan(db, "tls", "--tls", "1.2", "--no-ipv6", "--timeout", "2",
                "--target", f"on1.tfo.test={plain}",           # plain TCP on 443
                "--target", f"wrong.test={a}")                 # a.test's certificate for another name
-    rows = dict(q(db, "SELECT hostname, status || ' ' || error FROM tls_handshake WHERE run_id = %s", out["run_id"]))
+    rows = dict(q(db, "SELECT hostname, status || ' ' || coalesce(error, '') FROM tls_handshake WHERE run_id = %s",
+                  out["run_id"]))
     assert rows["on1.tfo.test"] == "protocol-error not-tls"
-    assert rows["wrong.test"].startswith("application-error bad-certificate")
+    # issue 22: a certificate that fails verification is recorded, and the host measured anyway
+    [(status, err, verified, cert_error, sid_len)] = q(
+        db, "SELECT status, error, cert_verified, cert_error, session_id_len FROM tls_handshake "
+            "WHERE run_id = %s AND hostname = 'wrong.test'", out["run_id"])
+    assert (status, err, verified) == ("success", None, False) and sid_len is not None
+    assert "mismatch" in cert_error.lower(), cert_error
+    assert q(db, "SELECT cert_verified FROM tls_handshake WHERE run_id = %s AND hostname = 'on1.tfo.test'",
+             out["run_id"]) == [(None,)]
     out = scan(db, "tls", "--tls", "1.3", "--port", "8443", "--target", f"a.test={a}")
     assert q(db, "SELECT status, error FROM tls_handshake WHERE run_id = %s", out["run_id"]) == \
         [("connection-refused", "refused")]

@@ -78,7 +78,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
         deadline: Optional[float] = typer.Option(None, "--deadline",
                                                  help="Seconds one whole handshake may take (default 2 x --timeout)."),
-        no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate (still recorded)."),
+        no_verify: bool = typer.Option(False, "--no-verify", help="Skip certificate verification (cert_verified NULL). By default a host whose certificate fails is measured regardless and the failure recorded."),
         no_check_resumption: bool = typer.Option(False, "--no-check-resumption",
                                                  help="Only the initial handshake (no immediate ID/ticket resumption)."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),

@@ -83,11 +83,15 @@ def _ticket_info(t) -> TicketInfo:
                       format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket)
 
 
+#: Handshake.error prefix of a certificate that failed verification.
+BAD_CERTIFICATE = "bad-certificate:"
+
+
 def _classify_ssl_error(exc: ssl.SSLError, rx: bytes) -> tuple[ScanStatus, str]:
     if rx and not looks_like_tls(rx):
         return ScanStatus.PROTOCOL_ERROR, "not-tls"
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return ScanStatus.APPLICATION_ERROR, f"bad-certificate: {exc.verify_message}"[:200]
+        return ScanStatus.APPLICATION_ERROR, f"{BAD_CERTIFICATE} {exc.verify_message}"[:200]
     records, _ = split_records(rx)
     alert = first_alert(records)
     if alert is not None:

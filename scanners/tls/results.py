@@ -79,6 +79,11 @@ class HandshakeObservation:
     :ivar ticket_resumed: an immediate resumption with the first ticket succeeded (None if
         not tried, e.g. no ticket).
     :ivar handshake_ms: time from TCP connect to handshake completion, milliseconds.
+    :ivar cert_verified: the certificate chain and name verified against the system CAs
+        (None: verification off, ``--no-verify``, or no handshake). A host whose
+        certificate fails is measured regardless (a second, unverified handshake), as the
+        thesis did: figures may filter on this.
+    :ivar cert_error: why verification failed (OpenSSL's verify message), else None.
     """
 
     version: str
@@ -94,6 +99,8 @@ class HandshakeObservation:
     id_resumed: Optional[bool] = None
     ticket_resumed: Optional[bool] = None
     handshake_ms: Optional[float] = None
+    cert_verified: Optional[bool] = None
+    cert_error: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from netsurvey.resolve import resolve_many
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, Scanner
 from netsurvey.writer import ResultWriter
 
-from .engine import certificate_facts, handshake, make_context
+from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
 from .results import HandshakeObservation, TlsOptions, TlsSurveyResult
 from .tls13 import KeyLog
 
@@ -24,8 +24,11 @@ class TlsScanner(Scanner):
     def init(self, options: TlsOptions, ctx) -> None:
         super().init(options, ctx)
         self.keylog = KeyLog()
-        self.contexts = {(v, t): make_context(v, tickets=t, verify=options.verify, keylog=self.keylog)
-                         for v in options.versions for t in (True, False)}
+        # (version, tickets offered, verifying): a host whose certificate fails verification
+        # is measured regardless with the unverified contexts (issue 22; the thesis did not
+        # abort on bad certificates), its verification result recorded
+        self.contexts = {(v, t, ver): make_context(v, tickets=t, verify=ver, keylog=self.keylog)
+                         for v in options.versions for t in (True, False) for ver in {options.verify, False}}
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         box = [True]  # the run path paced this target's first connection
@@ -35,11 +38,19 @@ class TlsScanner(Scanner):
 
     async def _probe_version(self, t: ScanTarget, version: str, box: list) -> HandshakeObservation:
         o = self.options
-        ctx = self.contexts[(version, True)]
+        verify = o.verify
+        ctx = self.contexts[(version, True, verify)]
         h = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog,
                             deadline=o.deadline)
+        verified, cert_error = (True, None) if verify else (None, None)
+        if verify and not h.ok and (h.error or "").startswith(BAD_CERTIFICATE):
+            verified, cert_error, verify = False, h.error[len(BAD_CERTIFICATE):].strip(), False
+            ctx = self.contexts[(version, True, False)]
+            h = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, keylog=self.keylog,
+                                deadline=o.deadline)
         if not h.ok:
-            return HandshakeObservation(version, h.status.value, h.error)
+            return HandshakeObservation(version, h.status.value, h.error,
+                                        cert_verified=verified if cert_error else None, cert_error=cert_error)
         fp, issuer, sans = certificate_facts(h.cert_der)
         sid_len = len(h.session_id) if version == "1.2" and h.session_id is not None else None
         id_resumed = ticket_resumed = None
@@ -50,16 +61,17 @@ class TlsScanner(Scanner):
                                     keylog=self.keylog, read_tickets=False, deadline=o.deadline)
                 ticket_resumed = r.ok and r.resumed
             if version == "1.2":
-                id_resumed, id_len = await self._check_id(t, version, box)
+                id_resumed, id_len = await self._check_id(t, version, box, verify)
                 if id_len is not None:
                     sid_len = id_len
         return HandshakeObservation(
             version, h.status.value, note, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
-            id_resumed, ticket_resumed, h.handshake_ms)
+            id_resumed, ticket_resumed, h.handshake_ms, verified, cert_error)
 
-    async def _check_id(self, t: ScanTarget, version: str, box: list) -> tuple[Optional[bool], Optional[int]]:
+    async def _check_id(self, t: ScanTarget, version: str, box: list,
+                        verify: bool) -> tuple[Optional[bool], Optional[int]]:
         """Session-ID-only handshake (client offers no ticket) and one immediate resumption."""
-        ctx = self.contexts[(version, False)]
+        ctx = self.contexts[(version, False, verify)]
         o = self.options
         a = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, deadline=o.deadline)
         if not a.ok:
@@ -131,6 +143,7 @@ HANDSHAKE_COLUMNS = [
     ("ticket", "bytea"), ("ticket_len", "int4"), ("key_name", "bytea"), ("ticket_format", "text"),
     ("cert_sha256", "bytea"), ("cert_issuer", "text"), ("cert_sans", "text[]"), ("id_resumed", "bool"),
     ("ticket_resumed", "bool"), ("handshake_ms", "float8"), ("observed_at", "timestamptz"), ("source", "text"),
+    ("cert_verified", "bool"), ("cert_error", "text"),
 ]
 
 
@@ -149,7 +162,7 @@ def handshake_rows(run_id: int, outcome: ScanOutcome, versions: tuple[str, ...],
         for v in versions:
             yield (run_id, t.rank, t.hostname, addr, t.port, v, outcome.status.value, outcome.error,
                    None, None, None, 0, None, None, None, None, None, None, None, None, None, None, None, None,
-                   now, source)
+                   now, source, None, None)
         return
     for o in outcome.result.observations:
         first = o.tickets[0] if o.tickets else None
@@ -159,4 +172,4 @@ def handshake_rows(run_id: int, outcome: ScanOutcome, versions: tuple[str, ...],
                first.length if first else None, first.key_name if first else None,
                first.format if first else None, o.cert_sha256, o.cert_issuer,
                list(o.cert_sans) if o.cert_sha256 else None, o.id_resumed, o.ticket_resumed, o.handshake_ms,
-               now, source)
+               now, source, o.cert_verified, o.cert_error)

@@ -121,7 +121,10 @@ def _row(line: str, run_id: int) -> tuple:
             1 if ticket else 0, lifetime if ticket else None, None, ticket,
             len(ticket) if ticket else None, key_name(ticket) if ticket else None,
             ticket_format(ticket) if ticket else None, fp, _typed(tls, cert + ("parsed", "issuer_dn"), str),
-            sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2")
+            sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2",
+            # zgrab2 completes handshakes with bad certificates and says so (its own validation)
+            _typed(tls, hl + ("server_certificates", "validation", "browser_trusted"), bool),
+            _typed(tls, hl + ("server_certificates", "validation", "browser_error"), str))
 
 
 def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None,
