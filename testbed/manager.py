@@ -74,20 +74,27 @@ class State:
 
 
 # -- process liveness ---------------------------------------------------------------
-def pid_alive(pid: int, argv0: str | None = None) -> bool:
-    """True if ``pid`` runs (zombies count as dead) and, if given, its argv[0] matches."""
+def pid_alive(pid: int, argv0: str | None = None, argv: list[str] | None = None) -> bool:
+    """True if ``pid`` runs (zombies count as dead) and, if given, its argv[0] matches - or,
+    with ``argv``, its whole command line (pids wrap at pid_max: a recorded pid may belong
+    to an unrelated process by now, and `down` must never signal that one)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
     if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
         return False
-    if argv0:
+    if argv0 or argv:
         try:
-            cmd0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         except OSError:
             return False
-        return os.path.basename(cmd0).startswith(os.path.basename(argv0)[:15]) or cmd0.startswith("nginx")
+        cmd0 = cmd[0].decode(errors="replace")
+        if cmd0.startswith("nginx"):   # nginx rewrites its title ("nginx: master process ...")
+            return os.path.basename((argv or [argv0])[0]).startswith("nginx")
+        if argv:
+            return [c.decode(errors="replace") for c in cmd] == [str(a) for a in argv]
+        return os.path.basename(cmd0).startswith(os.path.basename(argv0)[:15])
     return True
 
 
@@ -123,7 +130,7 @@ def _orphans() -> list[int]:
 
 
 def _kill(p: ProcState, timeout: float = 3.0) -> None:
-    if not pid_alive(p.pid, p.argv[0]):
+    if not pid_alive(p.pid, argv=p.argv):
         return
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -372,7 +379,7 @@ class Testbed:
     # ---------------------------------------------------------------- status
     def healthy(self, st: State) -> bool:
         existing = set(netns.list_netns())
-        return all(n in existing for n in st.namespaces) and all(pid_alive(p.pid, p.argv[0]) for p in st.procs)
+        return all(n in existing for n in st.namespaces) and all(pid_alive(p.pid, argv=p.argv) for p in st.procs)
 
     def ground_truth(self, st: Optional[State]) -> dict:
         cfg = self.cfg
@@ -423,7 +430,7 @@ class Testbed:
         procs = []
         if st:
             procs = [{"name": p.name, "namespace": p.namespace, "pid": p.pid,
-                      "running": pid_alive(p.pid, p.argv[0]), "log": p.log} for p in st.procs]
+                      "running": pid_alive(p.pid, argv=p.argv), "log": p.log} for p in st.procs]
         up = bool(st and st.complete and self.healthy(st))
         return {"up": up, "state_dir": str(self.dir), "config": str(self.config_path),
                 "namespaces": [{"name": n, "exists": n in existing} for n in (st.namespaces if st else [])],
@@ -451,7 +458,7 @@ def _down(log) -> dict:
     killed = 0
     if st:
         for p in reversed(st.procs):
-            if pid_alive(p.pid, p.argv[0]):
+            if pid_alive(p.pid, argv=p.argv):
                 _kill(p)
                 killed += 1
     for pid in _orphans():   # started by an `up` that state.json does not record
