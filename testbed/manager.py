@@ -372,6 +372,9 @@ class Testbed:
             truth["dns"] = dns_ground_truth(cfg)
         except ImportError:
             truth["dns"] = cfg.dns.model_dump()
+        from . import profiles, timing  # link profiles and the timing testbed (issue 25)
+        truth["profiles"] = profiles.ground_truth(cfg)
+        truth["timing"] = timing.status(cfg)
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -405,6 +408,9 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
+    from . import timing  # the timing testbed's processes are not in state.json (issue 25)
+
+    timing.down(log=lambda *_: None)
     st = State.load()
     killed = 0
     if st:
