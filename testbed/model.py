@@ -218,8 +218,8 @@ class Timing(_M):
     a TCP server with TFO (port 80), nginx (TLS 1.2 + 1.3, session IDs, tickets, early data;
     port 443) and the QUIC server (UDP 443, tickets and 0-RTT). Host class 'timing'."""
 
-    vantage_ns: str = "tmvant"
-    server_ns: str = "tmsrv"
+    vantage_ns: str = Field("vantage", pattern=r"^[a-z][a-z0-9]{0,9}$")
+    server_ns: str = Field("server", pattern=r"^[a-z][a-z0-9]{0,9}$")
     hostname: str = "timing.test"
     vantage_v4: str = "198.18.250.1"
     server_v4: str = "198.18.250.2"

@@ -46,8 +46,10 @@ def classes(cfg: TestbedConfig) -> dict[str, list[tuple[str, str]]]:
     """Host class -> the (netns, device) ends of its link."""
     out = {n.name: [(netns_name("vantage"), f"tb-{n.name}"), (netns_name(n.name), "eth0")]
            for n in cfg.namespaces}
+    from .timing import netns_name as timing_ns
+
     t = cfg.timing
-    out[TIMING] = [(netns_name(t.vantage_ns), "tmv0"), (netns_name(t.server_ns), "tms0")]
+    out[TIMING] = [(timing_ns(t.vantage_ns), "tmv0"), (timing_ns(t.server_ns), "tms0")]
     return out
 
 

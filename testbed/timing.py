@@ -1,6 +1,6 @@
 """The timing testbed (issue 25): hosts of its own for handshake-timing measurements.
 
-Two namespaces, ``nstb-<timing.vantage_ns>`` (the client) and ``nstb-<timing.server_ns>``,
+Two namespaces, ``nstt-<timing.vantage_ns>`` (the client) and ``nstt-<timing.server_ns>``,
 joined by a TUN pair (``tmv0`` / ``tms0``) and the userspace delay line (testbed/delayline.py),
 so a delay profile here never slows the shared testbed's hosts, and works on kernels
 without netem. The server namespace runs:
@@ -27,9 +27,17 @@ from typing import Optional
 
 from . import netns
 from .model import Profile, QuicHost, TestbedConfig
-from .procs import ProcSpec, netns_name
+from .procs import ProcSpec
 
 REPO = Path(__file__).resolve().parent.parent
+#: The timing testbed's namespaces are NETNS_PREFIX + name: not the shared testbed's "nstb-",
+#: so a rebuild of the shared testbed (whose `down` removes every nstb-* namespace) leaves
+#: them alone; the shared `testbed down` removes them through :func:`down`.
+NETNS_PREFIX = "nstt-"
+
+
+def netns_name(name: str) -> str:
+    return NETNS_PREFIX + name
 
 
 def _dir() -> Path:
@@ -86,7 +94,7 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     netns.sysctl(sns, {"net.ipv4.tcp_fastopen": "3", "net.ipv4.tcp_fastopen_key": t.tfo_key,
                        "net.core.somaxconn": "4096"})
     (d / "profile.json").write_text(json.dumps(cfg.profile("none").model_dump()))
-    specs = [ProcSpec(name="delayline", namespace=t.vantage_ns,
+    specs = [ProcSpec(name="delayline", namespace=vns,
                       argv=[sys.executable, "-m", "testbed.delayline", "--a", f"{vns}:tmv0", "--b", f"{sns}:tms0",
                             "--profile", str(d / "profile.json"), "--applied", str(d / "applied.json")],
                       env={"PYTHONPATH": str(REPO)})]
@@ -121,7 +129,7 @@ def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
     t = cfg.timing
     pki = state_dir() / "pki"
     cert, key = issue_cert(pki, t.hostname, [t.hostname, t.server_v4, t.server_v6])
-    specs = [ProcSpec(name="tcp", namespace=t.server_ns,
+    specs = [ProcSpec(name="tcp", namespace=netns_name(t.server_ns),
                       argv=[sys.executable, "-m", "testbed.tfo_server", "--port", "80"],
                       env={"PYTHONPATH": str(REPO)}, ready_tcp=("0.0.0.0", 80))]
     ng = d / "nginx"
@@ -163,7 +171,7 @@ http {{
     }}
 }}
 """)
-    specs.append(ProcSpec(name="nginx", namespace=t.server_ns,
+    specs.append(ProcSpec(name="nginx", namespace=netns_name(t.server_ns),
                           argv=[shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(ng / "nginx.conf"), "-p", str(ng)],
                           ready_tcp=(t.server_v4, 443)))
     qh = QuicHost(hostname=t.hostname, addresses=[t.server_v4, t.server_v6], issue_tokens=False,
@@ -171,7 +179,7 @@ http {{
     secret = _secret(d)
     conf = build_config_json(qh, str(cert), str(key), secret, str(d / "quic.log"))
     (d / "quic.json").write_text(json.dumps(conf))
-    specs.append(ProcSpec(name="quic", namespace=t.server_ns,
+    specs.append(ProcSpec(name="quic", namespace=netns_name(t.server_ns),
                           argv=[sys.executable, "-m", "testbed.quic_server", "--config", str(d / "quic.json")],
                           env={"PYTHONPATH": str(REPO)}, ready_udp=(t.server_v4, 443)))
     return specs
@@ -184,16 +192,39 @@ def _secret(d: Path) -> str:
     return p.read_bytes().hex()
 
 
-def _start(st: dict, spec: ProcSpec) -> None:
-    from .manager import _wait_ready
+#: SCHED_FIFO priority of the servers (the delay line takes 10 itself): on a machine shared
+#: with other work, a server waiting for a CPU adds milliseconds to every round trip. The
+#: servers are event-driven (they never spin), so they cannot starve the machine. 0 = off.
+_RT_PRIORITY = 5
 
+
+def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
+    from .manager import pid_alive
+
+    check = ("-t", spec.ready_tcp) if spec.ready_tcp else ("-u", spec.ready_udp) if spec.ready_udp else None
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not pid_alive(pid):
+            raise RuntimeError(f"{spec.name} exited during start-up (see its log)")
+        if check is None:
+            return
+        r = subprocess.run(["ip", "netns", "exec", spec.namespace, "ss", "-Hln", check[0],
+                            f"sport = :{check[1][1]}"], capture_output=True, text=True)
+        if r.stdout.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{spec.name} not ready after {timeout:.0f} s")
+
+
+def _start(st: dict, spec: ProcSpec) -> None:
     logs = _dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{spec.name}.log"
     env = dict(os.environ)
     env.update(spec.env)
+    rt = ["chrt", "-f", str(_RT_PRIORITY)] if _RT_PRIORITY and spec.name != "delayline" and shutil.which("chrt") else []
     with log.open("ab") as fh:
-        p = subprocess.Popen(["ip", "netns", "exec", netns_name(spec.namespace), *spec.argv], stdout=fh,
+        p = subprocess.Popen(["ip", "netns", "exec", spec.namespace, *rt, *spec.argv], stdout=fh,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     st["procs"].append({"name": spec.name, "namespace": spec.namespace, "pid": p.pid, "argv": spec.argv,
                         "log": str(log)})
@@ -240,9 +271,12 @@ def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
     (d / "profile.json.tmp").write_text(json.dumps(p.model_dump()))
     (d / "profile.json.tmp").rename(d / "profile.json")
     before = (delay_line_applied() or {}).get("applied_at", 0)
-    os.kill(dl["pid"], 1)  # SIGHUP
     deadline = time.time() + 5
+    next_hup = 0.0
     while time.time() < deadline:
+        if time.time() >= next_hup:  # again after 0.5 s: a SIGHUP during its start-up may be lost
+            os.kill(dl["pid"], 1)  # SIGHUP
+            next_hup = time.time() + 0.5
         now = delay_line_applied() or {}
         if now.get("applied_at", 0) > before and now.get("name") == p.name:
             return
