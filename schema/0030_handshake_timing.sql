@@ -53,6 +53,8 @@ SELECT run_id, address, hostname, method, max(link_rtt_ms) AS link_rtt_ms,
        avg(ttfb_ms) AS ttfb_mean_ms,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY ttfb_ms) AS ttfb_median_ms,
        stddev_samp(ttfb_ms) AS ttfb_stddev_ms,
+       min(handshake_ms) AS handshake_min_ms,
+       min(ttfb_ms) AS ttfb_min_ms,
        avg(client_cpu_ms) AS client_cpu_mean_ms,
        avg(server_cpu_ms) AS server_cpu_mean_ms,
        bool_and(resumed) AS all_resumed,
@@ -68,6 +70,7 @@ SELECT t.run_id, t.address, t.hostname, t.link_rtt_ms,
        t.ttfb_mean_ms AS tcp_ttfb_mean_ms, t.ttfb_stddev_ms AS tcp_ttfb_stddev_ms,
        f.ttfb_mean_ms AS tfo_ttfb_mean_ms, f.ttfb_stddev_ms AS tfo_ttfb_stddev_ms,
        t.ttfb_median_ms - f.ttfb_median_ms AS tfo_saving_median_ms,
+       t.ttfb_min_ms - f.ttfb_min_ms AS tfo_saving_min_ms,
        f.all_resumed AS tfo_data_in_syn_always
 FROM handshake_timing_summary t
 JOIN handshake_timing_summary f ON f.run_id = t.run_id AND f.address = t.address AND f.method = 'tfo'
@@ -79,6 +82,7 @@ CREATE VIEW handshake_timing_table_5_1 AS
 SELECT s.run_id, s.address, s.hostname, s.method, s.link_rtt_ms, s.samples_ok,
        s.handshake_mean_ms, s.ttfb_mean_ms, s.ttfb_stddev_ms, s.ttfb_median_ms,
        f.ttfb_median_ms - s.ttfb_median_ms AS saving_vs_full_median_ms,
+       f.ttfb_min_ms - s.ttfb_min_ms AS saving_vs_full_min_ms,
        s.early_data_accepted
 FROM handshake_timing_summary s
 LEFT JOIN handshake_timing_summary f
@@ -129,6 +133,8 @@ COMMENT ON COLUMN handshake_timing_summary.ttfb_median_ms IS 'median time to the
 COMMENT ON COLUMN handshake_timing_summary.ttfb_stddev_ms IS 'sample standard deviation of the time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_summary.client_cpu_mean_ms IS 'mean CPU time of the client per connection, milliseconds';
 COMMENT ON COLUMN handshake_timing_summary.server_cpu_mean_ms IS 'mean CPU time of the server per connection (servers we own), milliseconds; NULL otherwise';
+COMMENT ON COLUMN handshake_timing_summary.handshake_min_ms IS 'shortest time until the handshake completed at the client, milliseconds (delay from a busy machine only adds: the minimum estimates the unloaded value)';
+COMMENT ON COLUMN handshake_timing_summary.ttfb_min_ms IS 'shortest time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_summary.all_resumed IS 'every sample resumed its session (TLS/QUIC) or had its SYN data acknowledged (tfo)';
 COMMENT ON COLUMN handshake_timing_summary.early_data_accepted IS 'samples whose 0-RTT early data the server accepted';
 COMMENT ON COLUMN handshake_timing_table_3_5.run_id IS 'scan_run.id of the run';
@@ -140,6 +146,7 @@ COMMENT ON COLUMN handshake_timing_table_3_5.tcp_ttfb_stddev_ms IS 'TCP: standar
 COMMENT ON COLUMN handshake_timing_table_3_5.tfo_ttfb_mean_ms IS 'TFO with a cookie: mean time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_3_5.tfo_ttfb_stddev_ms IS 'TFO with a cookie: standard deviation of the time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_3_5.tfo_saving_median_ms IS 'median TCP minus median TFO time to the first byte, milliseconds';
+COMMENT ON COLUMN handshake_timing_table_3_5.tfo_saving_min_ms IS 'shortest TCP minus shortest TFO time to the first byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_3_5.tfo_data_in_syn_always IS 'every TFO sample had its SYN data acknowledged';
 COMMENT ON COLUMN handshake_timing_table_5_1.run_id IS 'scan_run.id of the run';
 COMMENT ON COLUMN handshake_timing_table_5_1.address IS 'address connected to';
@@ -152,6 +159,7 @@ COMMENT ON COLUMN handshake_timing_table_5_1.ttfb_mean_ms IS 'mean time to the f
 COMMENT ON COLUMN handshake_timing_table_5_1.ttfb_stddev_ms IS 'sample standard deviation of the time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_5_1.ttfb_median_ms IS 'median time to the first response byte, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_5_1.saving_vs_full_median_ms IS 'median time to first byte of the full handshake of the same protocol version minus this method, milliseconds';
+COMMENT ON COLUMN handshake_timing_table_5_1.saving_vs_full_min_ms IS 'shortest time to first byte of the full handshake of the same protocol version minus this method, milliseconds';
 COMMENT ON COLUMN handshake_timing_table_5_1.early_data_accepted IS 'samples whose 0-RTT early data the server accepted';
 COMMENT ON COLUMN handshake_timing_table_5_2.run_id IS 'scan_run.id of the run';
 COMMENT ON COLUMN handshake_timing_table_5_2.address IS 'address connected to';

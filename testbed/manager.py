@@ -174,6 +174,10 @@ class Testbed:
         log(f"network: {len(st.namespaces)} namespaces ({time.time() - t0:.1f} s)")
         for spec in self.proc_specs(st):
             self._start(st, spec)
+        if self.cfg.default_profile != "none":  # link profiles (issue 25); 'none' adds no qdisc
+            from .profiles import apply
+
+            apply(self.cfg, self.cfg.default_profile, [n.name for n in self.cfg.namespaces])
         st.complete = True
         st.save()
         log(f"testbed up: {len(st.procs)} server processes in {time.time() - t0:.1f} s")

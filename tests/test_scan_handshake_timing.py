@@ -100,33 +100,37 @@ def test_profile_switches_at_run_time_and_status_reports_it(timing_testbed):
 def test_measured_savings_match_the_configured_rtt(timing_testbed, db, tmp_path):
     cfg, _ = timing_testbed
     pids = _ensure_lte(cfg)["server_pids"]
-    run_id = _scan(db, cfg, tmp_path, "--samples", "5", "--link-rtt-ms", str(RTT_MS),
+    run_id = _scan(db, cfg, tmp_path, "--samples", "7", "--link-rtt-ms", str(RTT_MS),
                    "--server-pid", f"tls={pids['nginx-worker']}", "--server-pid", f"quic={pids['quic']}",
                    "--server-pid", f"tcp={pids['tcp']}")
     with db.connect() as conn:
-        rows = conn.execute("SELECT method, samples_ok, samples_failed, ttfb_median_ms, handshake_median_ms, "
-                            "all_resumed, early_data_accepted FROM handshake_timing_summary WHERE run_id = %s",
+        rows = conn.execute("SELECT method, samples_ok, samples_failed, ttfb_min_ms, handshake_min_ms, "
+                            "all_resumed, early_data_accepted, ttfb_median_ms FROM handshake_timing_summary WHERE run_id = %s",
                             (run_id,)).fetchall()
         s = {r[0]: r[1:] for r in rows}
         errors = conn.execute("SELECT DISTINCT ON (method) method, error FROM handshake_timing_sample "
                               "WHERE run_id = %s AND error IS NOT NULL", (run_id,)).fetchall()
-        t35 = conn.execute("SELECT tfo_saving_median_ms, tfo_data_in_syn_always FROM handshake_timing_table_3_5 "
+        t35 = conn.execute("SELECT tfo_saving_min_ms, tfo_data_in_syn_always FROM handshake_timing_table_3_5 "
                            "WHERE run_id = %s", (run_id,)).fetchone()
-        t51 = dict(conn.execute("SELECT method, saving_vs_full_median_ms FROM handshake_timing_table_5_1 "
+        t51 = dict(conn.execute("SELECT method, saving_vs_full_min_ms FROM handshake_timing_table_5_1 "
                                 "WHERE run_id = %s", (run_id,)).fetchall())
         cpu = dict(conn.execute("SELECT method, server_cpu_mean_ms FROM handshake_timing_table_5_2 WHERE run_id = %s",
                                 (run_id,)).fetchall())
-    assert all(v[0] == 5 and v[1] == 0 for v in s.values()), (s, errors)
+    assert all(v[0] == 7 and v[1] == 0 for v in s.values()), (s, errors)
     ttfb = {m: v[2] for m, v in s.items()}
     hs = {m: v[3] for m, v in s.items()}
-    print("ttfb_median_ms", json.dumps({m: round(v, 2) for m, v in ttfb.items()}))
-    print("handshake_median_ms", json.dumps({m: round(v, 2) for m, v in hs.items()}))
+    print("ttfb_min_ms", json.dumps({m: round(v, 2) for m, v in ttfb.items()}))
+    print("handshake_min_ms", json.dumps({m: round(v, 2) for m, v in hs.items()}))
+    print("ttfb_median_ms", json.dumps({m: round(v[6], 2) for m, v in s.items()}))
     # the state was really used
     assert s["tfo"][4] and t35[1], "TFO: the SYN's data was not acknowledged"
     assert all(s[m][4] for m in ("tls12_id", "tls12_ticket", "tls13_psk", "tls13_0rtt", "quic_resumed", "quic_0rtt"))
-    assert s["tls13_0rtt"][5] == 5 and s["quic_0rtt"][5] == 5, "early data not accepted every time"
+    assert s["tls13_0rtt"][5] == 7 and s["quic_0rtt"][5] == 7, "early data not accepted every time"
     # a full TLS 1.2 connection needs 4 RTT to its first byte (TCP, 2 x TLS, request)
     assert abs(ttfb["tls12_full"] - 4 * RTT_MS) < 4 * TOL_MS
+    # savings from the shortest of the samples: a busy machine only ever adds delay (the delay
+    # line never sends early, processing is never negative), so the minimum is the estimate
+    # of the path itself; the medians are printed beside them
     savings = {
         "tfo vs tcp": t35[0],
         "tls12_id vs tls12_full": t51["tls12_id"],
@@ -136,7 +140,7 @@ def test_measured_savings_match_the_configured_rtt(timing_testbed, db, tmp_path)
         "quic_0rtt vs quic_resumed": ttfb["quic_resumed"] - ttfb["quic_0rtt"],
         "quic_0rtt vs quic_full": t51["quic_0rtt"],
     }
-    print("savings_ms", json.dumps({k: round(v, 2) for k, v in savings.items()}))
+    print("savings_min_ms", json.dumps({k: round(v, 2) for k, v in savings.items()}))
     for name, v in savings.items():
         assert abs(v - RTT_MS) <= TOL_MS, f"{name}: saved {v:.1f} ms, configured RTT {RTT_MS} ms"
     # TLS 1.3 PSK resumption is a 1-RTT handshake like the full one: no round trip saved
@@ -200,3 +204,36 @@ def test_handshake_timing_bad_input_one_line_exit_2(db, args):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'handshake-timing'").fetchone()[0] == 0
+
+
+def test_models_read_measured_constants_else_the_thesis(db, tmp_path):
+    """analysis/models/measured.py: thesis values (labelled) without a run; a finished
+    handshake-timing run's values (labelled with the run) once one exists."""
+    from analysis.models.measured import measured_costs
+
+    costs, labels = measured_costs(db)
+    assert (costs.full_ms, costs.delta_ms, costs.full_cpu_ms, costs.resumed_cpu_ms) == (29.17, 22.83, 8.0, 2.0)
+    assert all(v.startswith("thesis") for v in labels.values())
+    with db.connect() as conn:
+        run = conn.execute("INSERT INTO scan_run (kind, status, parameters) VALUES ('handshake-timing', 'finished', '{}') "
+                           "RETURNING id").fetchone()[0]
+        for method, ttfb, ccpu, scpu in (("tls13_full", [190.0, 186.0], 3.0, 5.0), ("tls13_psk", [130.0, 126.0], 1.0, 2.0)):
+            for i, t in enumerate(ttfb):
+                conn.execute("INSERT INTO handshake_timing_sample (run_id, address, method, sample, status, ttfb_ms, "
+                             "client_cpu_ms, server_cpu_ms, link_rtt_ms) VALUES (%s, '198.18.250.2', %s, %s, 'success', "
+                             "%s, %s, %s, 60)", (run, method, i, t, ccpu, scpu))
+        conn.commit()
+    costs, labels = measured_costs(db)
+    assert (costs.full_ms, costs.delta_ms, costs.full_cpu_ms, costs.resumed_cpu_ms, costs.rtt_ms) == (188.0, 60.0, 4.0, 1.5, 60)
+    assert all(v.startswith(f"measured: handshake-timing run {run}") for v in labels.values())
+    # the plot tables put the thesis's published values beside ours (thesis row nearest 60 ms: 50 ms)
+    import csv
+
+    for name, col, thesis in (("handshake-tls-delay-table", "thesis_mean_ms", "190.06"),
+                              ("handshake-tls-cpu-table", "thesis_client_cpu_ms", "9.22")):
+        out = tmp_path / name
+        r = run_cli("plot", name, "--run", str(run), "--out", str(out), dsn=db.dsn)
+        assert r.returncode == 0, r.stderr
+        rows = list(csv.DictReader((out / f"{name}.csv").open()))
+        full = next(x for x in rows if x["method"] == "tls13_full")
+        assert full[col] == thesis and float(full["ttfb_mean_ms" if "delay" in name else "client_cpu_mean_ms"]) > 0
