@@ -39,8 +39,10 @@ def timing_testbed():
     assert cfg.profile("lte").rtt_ms == RTT_MS
     apply(cfg, "lte", ["timing"])
     yield cfg, st
-    apply(cfg, "none", ["timing"])
-    timing.down(cfg, log=lambda *_: None)
+    try:
+        apply(cfg, "none", ["timing"])
+    finally:  # removed in any case (also if a process of it was ended from outside)
+        timing.down(cfg, log=lambda *_: None)
 
 
 def _ensure_lte(cfg) -> dict:
@@ -98,11 +100,19 @@ def test_profile_switches_at_run_time_and_status_reports_it(timing_testbed):
 
 @needs_root()
 def test_measured_savings_match_the_configured_rtt(timing_testbed, db, tmp_path):
+    from testbed import timing
+
     cfg, _ = timing_testbed
-    pids = _ensure_lte(cfg)["server_pids"]
-    run_id = _scan(db, cfg, tmp_path, "--samples", "7", "--link-rtt-ms", str(RTT_MS),
-                   "--server-pid", f"tls={pids['nginx-worker']}", "--server-pid", f"quic={pids['quic']}",
-                   "--server-pid", f"tcp={pids['tcp']}")
+    for attempt in range(2):
+        pids = _ensure_lte(cfg)["server_pids"]
+        run_id = _scan(db, cfg, tmp_path, "--samples", "7", "--link-rtt-ms", str(RTT_MS),
+                       "--server-pid", f"tls={pids['nginx-worker']}", "--server-pid", f"quic={pids['quic']}",
+                       "--server-pid", f"tcp={pids['tcp']}")
+        # on this shared machine a timing server was seen ended from outside (SIGTERM) while a
+        # rebuild of the shared testbed ran; then the scan's numbers mean nothing: once again
+        if timing.healthy(cfg) and timing.server_pids() == pids:
+            break
+        print(f"the timing testbed lost a process during scan run {run_id}: scanning again")
     with db.connect() as conn:
         rows = conn.execute("SELECT method, samples_ok, samples_failed, ttfb_min_ms, handshake_min_ms, "
                             "all_resumed, early_data_accepted, ttfb_median_ms FROM handshake_timing_summary WHERE run_id = %s",

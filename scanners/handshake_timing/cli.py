@@ -99,6 +99,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds one connection may take."),
     ) -> None:
         """Connection set-up time and time to first byte: TCP vs TFO, TLS full vs resumed vs 0-RTT, QUIC."""
+        from netsurvey.aio import run as aio_run
         from netsurvey.clictx import open_scan
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
@@ -140,6 +141,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                              s.resumed, s.early_data, s.tfo_used, link_rtt_ms))
 
             # one target at a time: timings of concurrent connections would measure each other
-            counts = asyncio.run(run_scan(scanner, targets, store, concurrency=1, show_progress=False))
+            counts = aio_run(run_scan(scanner, targets, store, concurrency=1, show_progress=False))
         ctx.run.finish("finished", counts)
         print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
