@@ -40,8 +40,9 @@ def timing_testbed():
     apply(cfg, "lte", ["timing"])
     yield cfg, st
     try:
-        apply(cfg, "none", ["timing"])
-    finally:  # removed in any case (also if a process of it was ended from outside)
+        if timing.healthy(cfg):  # (a process of it may have been ended from outside)
+            apply(cfg, "none", ["timing"])
+    finally:
         timing.down(cfg, log=lambda *_: None)
 
 
