@@ -248,3 +248,19 @@ def test_models_read_measured_constants_else_the_thesis(db, tmp_path):
         rows = list(csv.DictReader((out / f"{name}.csv").open()))
         full = next(x for x in rows if x["method"] == "tls13_full")
         assert full[col] == thesis and float(full["ttfb_mean_ms" if "delay" in name else "client_cpu_mean_ms"]) > 0
+
+
+def test_profile_config_is_validated(tmp_path):
+    """[[profile]] / default_profile in the testbed config: unknown default, duplicate names and
+    negative delays are refused when the config loads (one line, exit 2 through the CLI)."""
+    from testbed.model import DEFAULT_TESTBED_CONFIG
+
+    base = DEFAULT_TESTBED_CONFIG.read_text()
+    for bad in (base.replace('default_profile = "none"', 'default_profile = "nosuch"', 1),
+                base + '\n[[profile]]\nname = "lte"\nrtt_ms = 10\n',
+                base + '\n[[profile]]\nname = "neg"\nrtt_ms = -1\n'):
+        f = tmp_path / "tb.toml"
+        f.write_text(bad)
+        r = run_cli("testbed", "status", "--json", "--config", str(f))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert any(w in r.stderr for w in ("profile", "rtt_ms")), r.stderr
