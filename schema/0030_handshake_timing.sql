@@ -108,7 +108,7 @@ WITH per_site AS (
            bool_or(method = 'tls13_0rtt' AND status = 'success' AND early_data = 'accepted') AS zero_rtt
     FROM handshake_timing_sample WHERE rank IS NOT NULL
     GROUP BY run_id, hostname
-), cuts(top_n) AS (VALUES (1000), (10000), (100000), (1000000))
+), cuts(top_n) AS (VALUES (10), (100), (1000), (10000), (100000), (1000000))
 SELECT p.run_id, c.top_n, count(*) AS sites_probed,
        count(*) FILTER (WHERE tls13) AS tls13_sites,
        count(*) FILTER (WHERE tls13 AND resumption_1rtt) AS resumption_1rtt_sites,

@@ -264,3 +264,35 @@ def test_profile_config_is_validated(tmp_path):
         r = run_cli("testbed", "status", "--json", "--config", str(f))
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
         assert any(w in r.stderr for w in ("profile", "rtt_ms")), r.stderr
+
+
+@needs_root()
+def test_table_5_7_on_the_shared_tls_hosts_matches_their_configuration(testbed, db, tmp_path):
+    """Table 5.7 from a ranked list of the shared testbed's TLS hosts (no delay profile, three
+    connections per host and method): ground truth from config/testbed.toml - tls12.example.test
+    serves TLS 1.2 only; every other host TLS 1.3 with resumption (noticket: stateful TLS 1.3
+    tickets, testbed/manager.py ground_truth tls13_ticket); none has nginx's ssl_early_data on
+    (nginx default off: https://nginx.org/en/docs/http/ngx_http_ssl_module.html#ssl_early_data).
+    TLS 1.2: noticket issues no ticket (tls12_ticket is an error, not an ID resumption in
+    disguise), noid resumes no session ID."""
+    hosts = ["www.example.test", "tls12.example.test", "noticket.example.test", "noid.example.test", "a.test"]
+    f = tmp_path / "top.csv"
+    f.write_text("".join(f"{i},{h}\n" for i, h in enumerate(hosts, 1)))
+    assert run_cli("targets", "import", str(f), "--list", "t57", dsn=db.dsn).returncode == 0
+    conf = tmp_path / "survey.toml"
+    conf.write_text('[etiquette]\nallow = ["198.18.2.0/24"]\n')
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(conf),
+                "scan", "handshake-timing", "--list", "t57", "--methods",
+                "tls13_full,tls13_psk,tls13_0rtt,tls12_id,tls12_ticket", "--samples", "1", "--timeout", "2")
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        t57 = conn.execute("SELECT sites_probed, tls13_sites, resumption_1rtt_sites, zero_rtt_sites FROM "
+                           "handshake_timing_table_5_7 WHERE run_id = %s AND top_n = 10", (run_id,)).fetchone()
+        tls12 = dict(((h, m), (st, res)) for h, m, st, res in conn.execute(
+            "SELECT hostname, method, status, resumed FROM handshake_timing_sample WHERE run_id = %s AND method LIKE "
+            "'tls12%%'", (run_id,)).fetchall())
+    assert t57 == (5, 4, 4, 0)
+    assert tls12[("noticket.example.test", "tls12_ticket")][0] == "error"
+    assert tls12[("noid.example.test", "tls12_id")] == ("success", False)
+    assert tls12[("www.example.test", "tls12_ticket")] == ("success", True)

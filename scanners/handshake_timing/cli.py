@@ -73,7 +73,7 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
         res = asyncio.run(resolve_many([h for _, h in names], ipv6=True))
         for rank, h in names:
             r = res.get(h)
-            addrs = [*(r.v4 if r else ()), *(r.v6 if r else ())]
+            addrs = [*(r.ipv4 if r else ()), *(r.ipv6 if r else ())]
             fixed.append(ScanTarget(h, addrs[0] if addrs else None, port, rank))
     return fixed
 

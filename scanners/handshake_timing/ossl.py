@@ -59,7 +59,7 @@ def lib():
         "SSL_ctrl": ([vp, c_int, ctypes.c_long, vp], ctypes.c_long),
         "SSL_set_session": ([vp, vp], c_int), "SSL_get1_session": ([vp], vp),
         "SSL_SESSION_free": ([vp], None), "SSL_SESSION_get_max_early_data": ([vp], ctypes.c_uint32),
-        "SSL_SESSION_is_resumable": ([vp], c_int),
+        "SSL_SESSION_is_resumable": ([vp], c_int), "SSL_SESSION_has_ticket": ([vp], c_int),
         "SSL_write_early_data": ([vp, ctypes.c_char_p, sz, ctypes.POINTER(sz)], c_int),
         "SSL_connect": ([vp], c_int), "SSL_get_error": ([vp, c_int], c_int),
         "SSL_write": ([vp, ctypes.c_char_p, c_int], c_int), "SSL_read": ([vp, ctypes.c_char_p, c_int], c_int),
@@ -82,6 +82,11 @@ class Session:
     @property
     def max_early_data_bytes(self) -> int:
         return int(lib().SSL_SESSION_get_max_early_data(self.ptr))
+
+    @property
+    def has_ticket(self) -> bool:
+        """The server issued a session ticket (else a TLS 1.2 resumption can only use the ID)."""
+        return bool(lib().SSL_SESSION_has_ticket(self.ptr))
 
     def __del__(self):
         if self.ptr and _lib is not None:

@@ -258,6 +258,9 @@ class HandshakeTimingScanner(Scanner):
             r = https_get(ctx, addr, o.tls_port, sni, _request(host), timeout_s=o.timeout_s)
             if r.session is None:
                 raise RuntimeError("the priming connection yielded no session")
+            if method == "tls12_ticket" and not r.session.has_ticket:
+                # else the "ticket" resumption would silently be one by session ID
+                raise RuntimeError("the server issued no session ticket")
             return ctx, r.session
         r = asyncio.run(_quic(addr, o.quic_port, sni, o.timeout_s, None, False))
         if r["ticket"] is None:
