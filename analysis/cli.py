@@ -104,21 +104,44 @@ def _sites(input, trust, runs):
 def sim_tls_across(
     input: Optional[Path] = INPUT, runs: list[int] = RUNS, out: Optional[Path] = OUT,
     trust: str = typer.Option("union", "--trust", help="Trust groups from the database: san, resumption or union."),
-    full_ms: float = typer.Option(29.17, "--full-ms", help="Delay of a full TLS 1.3 handshake [ms] (Table 5.1)."),
-    delta_ms: float = typer.Option(22.83, "--delta-ms", help="Delay saved per resumed handshake Δ_1RTT [ms] (eq. 5.3)."),
+    full_ms: Optional[float] = typer.Option(None, "--full-ms", help="Delay of a full TLS 1.3 handshake [ms] "
+                                            "(default: measured by scan handshake-timing, else thesis Table 5.1: 29.17)."),
+    delta_ms: Optional[float] = typer.Option(None, "--delta-ms", help="Delay saved per resumed handshake Δ_1RTT [ms] "
+                                             "(default: measured, else thesis eq. 5.3: 22.83)."),
     zero_rtt: bool = typer.Option(False, "--zero-rtt", help="0-RTT resumptions: Δ_0RTT = --delta-ms + --rtt (eq. 5.4)."),
-    rtt_ms: float = typer.Option(60.0, "--rtt", help="Round-trip time [ms] (for --zero-rtt)."),
-    full_cpu: float = typer.Option(8.0, "--full-cpu-ms", help="CPU time per peer of a full handshake [ms]."),
-    resumed_cpu: float = typer.Option(2.0, "--resumed-cpu-ms", help="CPU time per peer of a resumed handshake [ms]."),
+    rtt_ms: Optional[float] = typer.Option(None, "--rtt", help="Round-trip time [ms] (for --zero-rtt; default: the "
+                                           "measured run's configured RTT, else 60)."),
+    full_cpu: Optional[float] = typer.Option(None, "--full-cpu-ms", help="CPU time per peer of a full handshake [ms] "
+                                             "(default: measured, else 8)."),
+    resumed_cpu: Optional[float] = typer.Option(None, "--resumed-cpu-ms", help="CPU time per peer of a resumed "
+                                                "handshake [ms] (default: measured, else 2)."),
     max_pairs: int = typer.Option(100_000, "--max-pairs", help="Site pairs for the two-site variant (Table 5.6)."),
 ) -> None:
     """Thesis Tables 5.4-5.6, Fig 5.5, 5.6, eq. 5.5: TLS resumption across hostnames."""
     from .models.trust import tls_across_hostnames
 
     sites, source = _sites(input, trust, runs)
-    res = tls_across_hostnames(sites, _costs(full_ms, delta_ms, full_cpu, resumed_cpu, rtt_ms, zero_rtt),
+    given = {"full_ms": full_ms, "delta_ms": delta_ms, "full_cpu_ms": full_cpu, "resumed_cpu_ms": resumed_cpu,
+             "rtt_ms": rtt_ms}
+    if all(v is not None for v in given.values()):
+        base, labels = {}, {}
+    else:  # constants not given: the newest handshake-timing run's, else the thesis's (labelled)
+        from .models.measured import THESIS_LABELS, measured_costs
+        from .models.trust import Costs
+
+        try:
+            costs, labels = measured_costs(_db())
+        except Exception:  # noqa: BLE001 - with --input the database is optional: thesis values
+            if not input:
+                raise
+            costs, labels = Costs(), dict(THESIS_LABELS)
+        base = {k: getattr(costs, k) for k in given}
+    vals = {k: (v if v is not None else base[k]) for k, v in given.items()}
+    labels = {k: ("command line" if given[k] is not None else labels[k]) for k in given}
+    res = tls_across_hostnames(sites, _costs(vals["full_ms"], vals["delta_ms"], vals["full_cpu_ms"],
+                                             vals["resumed_cpu_ms"], vals["rtt_ms"], zero_rtt),
                                max_pairs=max_pairs)
-    _emit({**res, **source}, out)
+    _emit({**res, **source, "constants": {k: {"value_ms": vals[k], "source": labels[k]} for k in given}}, out)
 
 
 @simulate_app.command("shared-address-validation")

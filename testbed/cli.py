@@ -89,6 +89,62 @@ def exec_(cmd: List[str] = typer.Argument(..., help="Command to run in the vanta
     os.execvpe(argv[0], argv, env)
 
 
+@testbed_app.command("profile")
+def profile_cmd(name: str = typer.Argument(..., help="Profile name ([[profile]] in the testbed config)."),
+                host_class: List[str] = typer.Option(..., "--class", help="Host class: a namespace name of the "
+                                                     "testbed, or 'timing' (repeatable)."),
+                config: Optional[Path] = _CONFIG_OPT) -> None:
+    """Switch host classes' links to a delay profile (netem/tbf; the delay line for 'timing')."""
+    from .profiles import ProfileError, apply
+
+    tb = _testbed(config, use_running=False)
+    try:
+        res = apply(tb.cfg, name, list(host_class))
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(res, indent=1, default=str))
+
+
+timing_app = typer.Typer(no_args_is_help=True, help="The timing testbed: hosts of its own for handshake timing.")
+testbed_app.add_typer(timing_app, name="timing")
+
+
+@timing_app.command("up")
+def timing_up(config: Optional[Path] = _CONFIG_OPT) -> None:
+    """Create the timing testbed's namespaces, delay line and servers (idempotent; profile none)."""
+    from . import timing
+
+    tb = _testbed(config, use_running=False)
+    try:
+        st = timing.up(tb.cfg, log=lambda m: err.print(m))
+    except Exception as exc:
+        err.print(f"netsurvey: error: timing testbed up failed: {exc}")
+        timing.down(tb.cfg, log=lambda m: err.print(m))
+        raise typer.Exit(1)
+    print(json.dumps(st, indent=1, default=str))
+
+
+@timing_app.command("down")
+def timing_down(config: Optional[Path] = _CONFIG_OPT) -> None:
+    """Stop the timing testbed and remove its namespaces (the shared testbed is untouched)."""
+    from . import timing
+
+    timing.down(_testbed(config, use_running=False).cfg, log=lambda m: err.print(m))
+
+
+@timing_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the timing vantage namespace.")) -> None:
+    """Run CMD in the timing testbed's vantage namespace with the testbed CA trusted."""
+    from .timing import netns_name
+
+    tb = _testbed(None, use_running=False)
+    env = dict(os.environ)
+    env.update(tb.exec_env())
+    sys.stdout.flush()
+    argv = ["ip", "netns", "exec", netns_name(tb.cfg.timing.vantage_ns), *cmd]
+    os.execvpe(argv[0], argv, env)
+
+
 @testbed_app.command("down")
 def down_cmd() -> None:
     """Stop every process and remove every namespace the testbed made."""

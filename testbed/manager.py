@@ -114,6 +114,7 @@ def _orphans() -> list[int]:
     """Processes the testbed started but no longer records: their command line names a
     file in the state directory (every daemon gets its config from there)."""
     marker = str(state_dir()).encode() + b"/"
+    timing = marker + b"timing/"   # the timing testbed (issue 25) keeps its own processes
     me = os.getpid()
     out = []
     for d in Path("/proc").iterdir():
@@ -122,7 +123,7 @@ def _orphans() -> list[int]:
         try:
             cmd = (d / "cmdline").read_bytes()
             # a scan or test that only reads a testbed file (e.g. --ca-bundle) is no orphan
-            if marker in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
+            if marker in cmd and timing not in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
                 out.append(int(d.name))
         except OSError:
             pass
@@ -218,6 +219,10 @@ class Testbed:
         log(f"network: {len(st.namespaces)} namespaces ({time.time() - t0:.1f} s)")
         for spec in self.proc_specs(st):
             self._start(st, spec)
+        if self.cfg.default_profile != "none":  # link profiles (issue 25); 'none' adds no qdisc
+            from .profiles import apply
+
+            apply(self.cfg, self.cfg.default_profile, [n.name for n in self.cfg.namespaces])
         st.complete = True
         st.save()
         log(f"testbed up: {len(st.procs)} server processes in {time.time() - t0:.1f} s")
@@ -416,6 +421,9 @@ class Testbed:
             truth["dns"] = dns_ground_truth(cfg)
         except ImportError:
             truth["dns"] = cfg.dns.model_dump()
+        from . import profiles, timing  # link profiles and the timing testbed (issue 25)
+        truth["profiles"] = profiles.ground_truth(cfg)
+        truth["timing"] = timing.status(cfg)
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -449,7 +457,10 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
+    from . import timing  # the timing testbed's processes are not in state.json (issue 25)
+
     with _exclusive():
+        timing.down(log=lambda *_: None)
         return _down(log)
 
 

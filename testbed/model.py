@@ -192,6 +192,52 @@ class AtlasStandIn(_M):
     fixtures_dir: str = "testbed/atlas_fixtures"
 
 
+class Profile(_M):
+    """A named link profile (issue 25): what the kernel's qdiscs add to a host class's link.
+
+    ``rtt_ms`` is the round-trip time added (netem delay ``rtt_ms / 2`` on each direction of
+    the link); ``jitter_ms`` is netem's jitter per direction; ``loss_pct`` netem's loss per
+    direction; ``rate_kbit`` a tbf rate limit per direction (0 = unlimited). The profile
+    'none' (all zero) removes every qdiscs the testbed added."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,19}$")
+    rtt_ms: float = Field(0.0, ge=0, le=5000)
+    jitter_ms: float = Field(0.0, ge=0, le=1000)
+    loss_pct: float = Field(0.0, ge=0, le=100)
+    rate_kbit: int = Field(0, ge=0)
+    description: str = ""
+
+    @property
+    def is_none(self) -> bool:
+        return not (self.rtt_ms or self.jitter_ms or self.loss_pct or self.rate_kbit)
+
+
+class Timing(_M):
+    """The timing testbed (issue 25): a vantage and a server namespace of their own, joined
+    by one veth, so delay profiles never touch the shared hosts. The server namespace runs
+    a TCP server with TFO (port 80), nginx (TLS 1.2 + 1.3, session IDs, tickets, early data;
+    port 443) and the QUIC server (UDP 443, tickets and 0-RTT). Host class 'timing'."""
+
+    vantage_ns: str = Field("vantage", pattern=r"^[a-z][a-z0-9]{0,9}$")
+    server_ns: str = Field("server", pattern=r"^[a-z][a-z0-9]{0,9}$")
+    hostname: str = "timing.test"
+    vantage_v4: str = "198.18.250.1"
+    server_v4: str = "198.18.250.2"
+    vantage_v6: str = "2001:2:0:250::1"
+    server_v6: str = "2001:2:0:250::2"
+    prefixlen_v4: int = 24
+    prefixlen_v6: int = 64
+    tfo_key: str = "d0d0d0d0-d1d1d1d1-d2d2d2d2-d3d3d3d3"
+    session_timeout: int = 600   # s: nginx ssl_session_timeout and ticket lifetime hint
+    max_early_data_bytes: int = 16384
+
+    @model_validator(mode="after")
+    def _v(self):
+        for a in (self.vantage_v4, self.server_v4, self.vantage_v6, self.server_v6):
+            _check_addr(a)
+        return self
+
+
 class TestbedConfig(_M):
     network: Network = Network()
     namespaces: list[Namespace] = Field(alias="namespace")
@@ -204,6 +250,10 @@ class TestbedConfig(_M):
     atlas: Optional[AtlasStandIn] = None
     #: Namespace running nginx, the QUIC servers, the web pages and the Atlas stand-in.
     web_namespace: str = "web"
+    #: Named link profiles (issue 25) and the one `testbed up` applies (to every host class).
+    profiles: list[Profile] = Field(default=[Profile(name="none")], alias="profile")
+    default_profile: str = "none"
+    timing: Timing = Timing()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -217,7 +267,18 @@ class TestbedConfig(_M):
                 raise ValueError(f"tfo_host {h.hostname}: unknown namespace {h.namespace!r}")
         for a in self.all_addresses():
             _check_addr(a)
+        pnames = [p.name for p in self.profiles]
+        if len(set(pnames)) != len(pnames):
+            raise ValueError("profile names must be unique")
+        if self.default_profile not in pnames:
+            raise ValueError(f"default_profile {self.default_profile!r} is not a [[profile]]")
         return self
+
+    def profile(self, name: str) -> Profile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        raise KeyError(name)
 
     def all_addresses(self) -> list[str]:
         out = [self.dns.authoritative_v4, self.dns.authoritative_v6,

@@ -179,6 +179,16 @@ CASES: dict[str, Case] = {
                       "sigterm": "the campaign's rows are written as the API answers (not covered here)",
                       "worker_config": "a campaign is not sharded",
                       "procs_secret": "a campaign is not sharded"}),
+    # handshake-timing (issue 25): TCP and TLS 1.3 only (the shared hosts without QUIC would
+    # only time out), one sample; plain TCP to the scale range for the rate and SIGTERM cases
+    # (a target's rows are written when all its samples end: one sample each there)
+    "handshake-timing": Case(("scan", "handshake-timing"), TLS_HOSTS,
+                             ["--list", "{list}", "--methods", "tcp,tls13_full,tls13_psk", "--samples", "1",
+                              "--timeout", "2"], "b.test",
+                             rate_args=[*_targets(*SCALE[:24]), "--methods", "tcp", "--samples", "2", "--timeout", "1"],
+                             rate_targets=set(SCALE[:24]),
+                             term_args=[*_targets(*SCALE[:24]), "--methods", "tcp", "--samples", "1",
+                                        "--timeout", "1"]),
     "browser-pageload": Case(("browser", "pageload"), ["a.test", "b.test"], ["--list", "{list}", "--browsers", "1",
                                                                             "--page-timeout", "10"], "b.test",
                              na={"rate": _BROWSER_NA, "sigterm": _BROWSER_NA, "worker_config": _BROWSER_NA,

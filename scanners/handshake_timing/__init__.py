@@ -1,0 +1,1 @@
+"""The handshake-timing measurement (netsurvey new-measurement scaffold)."""

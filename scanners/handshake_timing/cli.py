@@ -1,0 +1,146 @@
+"""`netsurvey scan handshake-timing`: the declaration (its options are its CLI) and the output."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from typing import List, Optional
+
+import typer
+
+from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+
+COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("method", "text"),
+           ("sample", "int4"), ("status", "text"), ("error", "text"), ("connect_ms", "float8"),
+           ("handshake_ms", "float8"), ("ttfb_ms", "float8"), ("client_cpu_ms", "float8"),
+           ("server_cpu_ms", "float8"), ("protocol_version", "text"), ("resumed", "bool"), ("early_data", "text"),
+           ("tfo_used", "bool"), ("link_rtt_ms", "float8")]
+
+
+def _methods(text: str) -> tuple:
+    from .scanner import METHODS
+
+    ms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in ms if m not in METHODS]
+    if not ms or bad:
+        raise UsageError(f"--methods: unknown {', '.join(bad) or '(none)'}; known: {','.join(METHODS)}")
+    return ms
+
+
+def _server_pids(items: List[str]) -> dict:
+    out = {}
+    for it in items:
+        kind, _, pid = it.partition("=")
+        if kind not in ("tcp", "tls", "quic") or not pid.isdigit():
+            raise UsageError(f"--server-pid {it!r}: expected tcp=PID, tls=PID or quic=PID")
+        out[kind] = int(pid)
+    return out
+
+
+def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], port: int):
+    """ScanTargets from --target ADDRESS | HOST=ADDRESS | HOST and --list/--top (names are
+    resolved through the resolver: no packet to a target before open_scan)."""
+    from netsurvey.scanning import ScanTarget
+
+    if not list_name and not specs:
+        raise UsageError("give --list NAME or at least one --target ADDRESS or HOST=ADDRESS")
+    if top is not None and not list_name:
+        raise UsageError("--top needs --list")
+    fixed, names = [], []
+    for spec in specs:
+        host, eq, addr = spec.partition("=")
+        try:
+            if eq:
+                fixed.append(ScanTarget(host.strip().lower(), str(ipaddress.ip_address(addr.strip("[] "))), port))
+            else:
+                fixed.append(ScanTarget(None, str(ipaddress.ip_address(spec.strip("[] "))), port))
+            continue
+        except ValueError:
+            if eq:
+                raise UsageError(f"--target {spec!r}: {addr!r} is not an IP address") from None
+        if not host or " " in host:
+            raise UsageError(f"--target {spec!r}: expected ADDRESS, HOST=ADDRESS or HOST")
+        names.append((None, host.strip().lower()))
+    if list_name:
+        from netsurvey.clictx import migrated_db
+        from netsurvey.targets import select_targets
+
+        names += [(t.rank, t.hostname) for t in select_targets(migrated_db(), list_name, top)]
+    if names:
+        from netsurvey.resolve import resolve_many
+
+        res = asyncio.run(resolve_many([h for _, h in names], ipv6=True))
+        for rank, h in names:
+            r = res.get(h)
+            addrs = [*(r.ipv4 if r else ()), *(r.ipv6 if r else ())]
+            fixed.append(ScanTarget(h, addrs[0] if addrs else None, port, rank))
+    return fixed
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @measurement(scan_app, "handshake-timing", tables=("handshake_timing_sample",))
+    def scan_handshake_timing(
+        target: List[str] = typer.Option([], "--target", help="ADDRESS, HOST=ADDRESS or HOST (repeatable)."),
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks of --list."),
+        methods: str = typer.Option(",".join(__import__("scanners.handshake_timing.scanner",
+                                                        fromlist=["METHODS"]).METHODS), "--methods",
+                                    help="Comma-separated methods (tcp, tfo, tls12_full, ..., quic_0rtt)."),
+        samples: int = typer.Option(5, "--samples", help="Timed connections per method and target."),
+        tcp_port: int = typer.Option(80, "--tcp-port", help="Port of the plain TCP (TFO) server."),
+        tls_port: int = typer.Option(443, "--tls-port", help="Port of the TLS server."),
+        quic_port: int = typer.Option(443, "--quic-port", help="UDP port of the QUIC server."),
+        sni: str = typer.Option("", "--sni", help="Server name for TLS/QUIC (default: the target's hostname)."),
+        server_pid: List[str] = typer.Option([], "--server-pid",
+                                             help="tcp=PID, tls=PID, quic=PID of a server we own (server CPU)."),
+        link_rtt_ms: Optional[float] = typer.Option(None, "--link-rtt-ms",
+                                                    help="The path's configured RTT (testbed profile), stored per row."),
+        timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds one connection may take."),
+    ) -> None:
+        """Connection set-up time and time to first byte: TCP vs TFO, TLS full vs resumed vs 0-RTT, QUIC."""
+        from netsurvey.aio import run as aio_run
+        from netsurvey.clictx import open_scan
+        from netsurvey.scanning import run_scan
+        from netsurvey.writer import ResultWriter
+
+        from .scanner import HandshakeTimingScanner, Options
+
+        ms = _methods(methods)
+        if samples < 1 or not timeout_s > 0 or (link_rtt_ms is not None and link_rtt_ms < 0):
+            raise UsageError("--samples must be >= 1, --timeout positive, --link-rtt-ms >= 0")
+        for n, p in (("--tcp-port", tcp_port), ("--tls-port", tls_port), ("--quic-port", quic_port)):
+            if not 0 < p < 65536:
+                raise UsageError(f"{n} must be 1..65535")
+        pids = _server_pids(server_pid)
+        targets = _targets(list_name, top, target, tls_port)
+        params = {"targets": list(target), "list": list_name, "top": top, "methods": list(ms), "samples": samples,
+                  "tcp_port": tcp_port, "tls_port": tls_port, "quic_port": quic_port, "sni": sni,
+                  "server_pids": pids, "link_rtt_ms": link_rtt_ms, "timeout_s": timeout_s}
+        unresolved = [t for t in targets if t.address is None]
+        targets = [t for t in targets if t.address is not None]
+        ctx = open_scan("handshake-timing", params, targets=targets, concurrency=1)
+        scanner = HandshakeTimingScanner()
+        scanner.init(Options(methods=ms, samples=samples, tcp_port=tcp_port, tls_port=tls_port, quic_port=quic_port,
+                             sni=sni, server_pids=pids, timeout_s=timeout_s), ctx)
+
+        with ResultWriter(ctx.db, "handshake_timing_sample", [c for c, _ in COLUMNS],
+                          types=[t for _, t in COLUMNS]) as w:
+            for t in unresolved:
+                w.write((ctx.run.id, t.rank, t.hostname, None, None, None, "resolution-failed", "no address",
+                         *([None] * 9), link_rtt_ms))
+
+            def store(o) -> None:
+                base = (ctx.run.id, o.target.rank, o.target.hostname, ipaddress.ip_address(o.target.address))
+                if o.result is None:
+                    w.write((*base, None, None, o.status.value, o.error, *([None] * 9), link_rtt_ms))
+                    return
+                for s in o.result.samples:
+                    w.write((*base, s.method, s.sample, "success" if s.ok else "error", s.error, s.connect_ms,
+                             s.handshake_ms, s.ttfb_ms, s.client_cpu_ms, s.server_cpu_ms, s.protocol_version,
+                             s.resumed, s.early_data, s.tfo_used, link_rtt_ms))
+
+            # one target at a time: timings of concurrent connections would measure each other
+            counts = aio_run(run_scan(scanner, targets, store, concurrency=1, show_progress=False))
+        ctx.run.finish("finished", counts)
+        print(json.dumps({"run_id": ctx.run.id, "counts": counts}))

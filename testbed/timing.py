@@ -1,0 +1,326 @@
+"""The timing testbed (issue 25): hosts of its own for handshake-timing measurements.
+
+Two namespaces, ``nstt-<timing.vantage_ns>`` (the client) and ``nstt-<timing.server_ns>``,
+joined by a TUN pair (``tmv0`` / ``tms0``) and the userspace delay line (testbed/delayline.py),
+so a delay profile here never slows the shared testbed's hosts, and works on kernels
+without netem. The server namespace runs:
+
+* the testbed's TCP server with TFO (port 80; ``net.ipv4.tcp_fastopen=3`` and a fixed key);
+* nginx on port 443: TLS 1.2 and 1.3, a session cache (session IDs), stateless tickets,
+  ``ssl_early_data on`` (TLS 1.3 0-RTT; nginx answers a request received as early data
+  before the handshake completes: ngx_ssl_write_early in src/event/ngx_event_openssl.c);
+* the QUIC server (testbed/quic_server.py) on UDP 443 with tickets and 0-RTT.
+
+State (pids, files) lives in ``<state dir>/timing/``; ``testbed timing down`` (and ``testbed
+down``) remove everything. Ground truth: :func:`status`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from . import netns
+from .model import Profile, QuicHost, TestbedConfig
+from .procs import ProcSpec
+
+REPO = Path(__file__).resolve().parent.parent
+#: The timing testbed's namespaces are NETNS_PREFIX + name: not the shared testbed's "nstb-",
+#: so a rebuild of the shared testbed (whose `down` removes every nstb-* namespace) leaves
+#: them alone; the shared `testbed down` removes them through :func:`down`.
+NETNS_PREFIX = "nstt-"
+
+
+def netns_name(name: str) -> str:
+    return NETNS_PREFIX + name
+
+
+def _dir() -> Path:
+    return Path(os.environ.get("NETSURVEY_TESTBED_DIR", "/run/netsurvey/testbed")) / "timing"
+
+
+def _state() -> dict:
+    try:
+        return json.loads((_dir() / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(st: dict) -> None:
+    d = _dir()
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "state.json.tmp").write_text(json.dumps(st, indent=1))
+    (d / "state.json.tmp").rename(d / "state.json")
+
+
+def _alive(p: dict) -> bool:
+    from .manager import pid_alive
+
+    return pid_alive(p["pid"], p["argv"][0])
+
+
+def healthy(cfg: TestbedConfig) -> bool:
+    st = _state()
+    t = cfg.timing
+    existing = set(netns.list_netns())
+    return (bool(st.get("complete")) and netns_name(t.vantage_ns) in existing and netns_name(t.server_ns) in existing
+            and all(_alive(p) for p in st.get("procs", [])))
+
+
+def up(cfg: TestbedConfig, log=print) -> dict:
+    """Create the timing testbed (idempotent). Its link starts with profile 'none'."""
+    if healthy(cfg):
+        return status(cfg)
+    down(cfg, log=lambda *_: None)
+    t0 = time.time()
+    t = cfg.timing
+    vns, sns = netns_name(t.vantage_ns), netns_name(t.server_ns)
+    st = {"namespaces": [vns, sns], "procs": [], "complete": False}
+    _save(st)
+    d = _dir()
+    for ns, dev, mine, peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
+                                (sns, "tms0", (t.server_v4, t.server_v6), (t.vantage_v4, t.vantage_v6))):
+        netns.add_netns(ns)
+        netns.ip_batch([f"tuntap add dev {dev} mode tun",
+                        f"addr add {mine[0]}/{t.prefixlen_v4} dev {dev}",
+                        f"addr add {mine[1]}/{t.prefixlen_v6} dev {dev} nodad",
+                        f"link set {dev} mtu 1500 up"], ns=ns)
+    netns.sysctl(vns, {"net.ipv4.tcp_fastopen": "1"})
+    netns.sysctl(sns, {"net.ipv4.tcp_fastopen": "3", "net.ipv4.tcp_fastopen_key": t.tfo_key,
+                       "net.core.somaxconn": "4096"})
+    (d / "profile.json").write_text(json.dumps(cfg.profile("none").model_dump()))
+    specs = [ProcSpec(name="delayline", namespace=vns,
+                      argv=[sys.executable, "-m", "testbed.delayline", "--a", f"{vns}:tmv0", "--b", f"{sns}:tms0",
+                            "--profile", str(d / "profile.json"), "--applied", str(d / "applied.json")],
+                      env={"PYTHONPATH": str(REPO)})]
+    specs += _server_specs(cfg, d)
+    for spec in specs:
+        _start(st, spec)
+        if spec.name == "delayline":
+            _wait_file(d / "applied.json", st["procs"][-1]["pid"])
+    st["complete"] = True
+    _save(st)
+    log(f"timing testbed up: {len(st['procs'])} processes in {time.time() - t0:.1f} s")
+    return status(cfg)
+
+
+def _wait_file(p: Path, pid: int, timeout: float = 5.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if json.loads(p.read_text()).get("pid") == pid:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("the delay line did not start (see its log)")
+
+
+def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
+    from .manager import state_dir
+    from .pki import issue_cert
+    from .quic_server import build_config_json
+
+    t = cfg.timing
+    pki = state_dir() / "pki"
+    cert, key = issue_cert(pki, t.hostname, [t.hostname, t.server_v4, t.server_v6])
+    specs = [ProcSpec(name="tcp", namespace=netns_name(t.server_ns),
+                      argv=[sys.executable, "-m", "testbed.tfo_server", "--port", "80"],
+                      env={"PYTHONPATH": str(REPO)}, ready_tcp=("0.0.0.0", 80))]
+    ng = d / "nginx"
+    for sub in ("logs", "tmp", "www"):
+        (ng / sub).mkdir(parents=True, exist_ok=True)
+    (ng / "www" / "index.html").write_text("<!doctype html><title>timing.test</title><p>timing</p>\n")
+    tk = ng / "ticket.key"
+    if not tk.exists():
+        tk.write_bytes(os.urandom(80))
+        tk.chmod(0o600)
+    tmp = ng / "tmp"
+    (ng / "nginx.conf").write_text(f"""# generated by netsurvey testbed timing; do not edit
+daemon off;
+master_process on;
+worker_processes 1;
+pid {ng / 'nginx.pid'};
+error_log {ng / 'logs' / 'error.log'} warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
+    uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
+    types {{ text/html html; }}
+    keepalive_timeout 5s;
+    server {{
+        listen {t.server_v4}:443 ssl;
+        listen [{t.server_v6}]:443 ssl;
+        server_name {t.hostname};
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:timing:1m;
+        ssl_session_timeout {t.session_timeout}s;
+        ssl_session_tickets on;
+        ssl_session_ticket_key {tk};
+        ssl_early_data on;
+        root {ng / 'www'};
+        location / {{ try_files $uri $uri/index.html =404; }}
+    }}
+}}
+""")
+    specs.append(ProcSpec(name="nginx", namespace=netns_name(t.server_ns),
+                          argv=[shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(ng / "nginx.conf"), "-p", str(ng)],
+                          ready_tcp=(t.server_v4, 443)))
+    qh = QuicHost(hostname=t.hostname, addresses=[t.server_v4, t.server_v6], issue_tokens=False,
+                  ticket_lifetime=t.session_timeout, early_data=True)
+    secret = _secret(d)
+    conf = build_config_json(qh, str(cert), str(key), secret, str(d / "quic.log"))
+    (d / "quic.json").write_text(json.dumps(conf))
+    specs.append(ProcSpec(name="quic", namespace=netns_name(t.server_ns),
+                          argv=[sys.executable, "-m", "testbed.quic_server", "--config", str(d / "quic.json")],
+                          env={"PYTHONPATH": str(REPO)}, ready_udp=(t.server_v4, 443)))
+    return specs
+
+
+def _secret(d: Path) -> str:
+    p = d / "secret"
+    if not p.exists():
+        p.write_bytes(os.urandom(32))
+    return p.read_bytes().hex()
+
+
+#: SCHED_FIFO priority of the servers (the delay line takes 10 itself): on a machine shared
+#: with other work, a server waiting for a CPU adds milliseconds to every round trip. The
+#: servers are event-driven (they never spin), so they cannot starve the machine. 0 = off.
+_RT_PRIORITY = 5
+
+
+def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
+    from .manager import pid_alive
+
+    check = ("-t", spec.ready_tcp) if spec.ready_tcp else ("-u", spec.ready_udp) if spec.ready_udp else None
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not pid_alive(pid):
+            raise RuntimeError(f"{spec.name} exited during start-up (see its log)")
+        if check is None:
+            return
+        r = subprocess.run(["ip", "netns", "exec", spec.namespace, "ss", "-Hln", check[0],
+                            f"sport = :{check[1][1]}"], capture_output=True, text=True)
+        if r.stdout.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{spec.name} not ready after {timeout:.0f} s")
+
+
+def _start(st: dict, spec: ProcSpec) -> None:
+    logs = _dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{spec.name}.log"
+    env = dict(os.environ)
+    env.update(spec.env)
+    rt = ["chrt", "-f", str(_RT_PRIORITY)] if _RT_PRIORITY and spec.name != "delayline" and shutil.which("chrt") else []
+    with log.open("ab") as fh:
+        p = subprocess.Popen(["ip", "netns", "exec", spec.namespace, *rt, *spec.argv], stdout=fh,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    st["procs"].append({"name": spec.name, "namespace": spec.namespace, "pid": p.pid, "argv": spec.argv,
+                        "log": str(log)})
+    _save(st)
+    _wait_ready(spec, p.pid)
+
+
+def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
+    """Stop the timing testbed's processes (by recorded pid) and remove its namespaces."""
+    from .manager import ProcState, _kill
+
+    st = _state()
+    for p in reversed(st.get("procs", [])):
+        _kill(ProcState(p["name"], p["namespace"], p["pid"], p["argv"], p["log"]))
+    names = set(st.get("namespaces", []))
+    if cfg is not None:
+        names |= {netns_name(cfg.timing.vantage_ns), netns_name(cfg.timing.server_ns)}
+    existing = set(netns.list_netns())
+    for n in names & existing:
+        netns.del_netns(n)
+    f = _dir() / "state.json"
+    if f.exists():
+        f.unlink()
+    prof = Path(str(_dir().parent / "profiles.json"))
+    if prof.exists():  # the timing class is gone, and with it its profile
+        try:
+            cur = json.loads(prof.read_text())
+            cur.pop("timing", None)
+            prof.write_text(json.dumps(cur, indent=1))
+        except ValueError:
+            pass
+    log(f"timing testbed down ({len(names & existing)} namespaces removed)")
+
+
+def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
+    """Hand ``p`` to the delay line and wait until it reports it applies it."""
+    st = _state()
+    dl = next((x for x in st.get("procs", []) if x["name"] == "delayline"), None)
+    if dl is None or not _alive(dl):
+        from .profiles import ProfileError
+
+        raise ProfileError("the timing testbed is not up (netsurvey testbed timing up)")
+    d = _dir()
+    (d / "profile.json.tmp").write_text(json.dumps(p.model_dump()))
+    (d / "profile.json.tmp").rename(d / "profile.json")
+    before = (delay_line_applied() or {}).get("applied_at", 0)
+    deadline = time.time() + 5
+    next_hup = 0.0
+    while time.time() < deadline:
+        if time.time() >= next_hup:  # again after 0.5 s: a SIGHUP during its start-up may be lost
+            os.kill(dl["pid"], 1)  # SIGHUP
+            next_hup = time.time() + 0.5
+        now = delay_line_applied() or {}
+        if now.get("applied_at", 0) > before and now.get("name") == p.name:
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the delay line did not confirm the profile")
+
+
+def delay_line_applied() -> Optional[dict]:
+    try:
+        return json.loads((_dir() / "applied.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def server_pids() -> dict:
+    """name -> pid of the timing servers; nginx's worker (the process doing the handshakes)
+    under 'nginx-worker' (for server CPU per handshake)."""
+    out = {p["name"]: p["pid"] for p in _state().get("procs", [])}
+    if "nginx" in out:
+        kids = _children(out["nginx"])  # ip netns exec execs nginx: this pid is the master
+        if kids:
+            out["nginx-worker"] = kids[0]
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def status(cfg: TestbedConfig) -> dict:
+    t = cfg.timing
+    st = _state()
+    return {"up": healthy(cfg), "vantage_netns": netns_name(t.vantage_ns), "server_netns": netns_name(t.server_ns),
+            "hostname": t.hostname, "server_v4": t.server_v4, "server_v6": t.server_v6,
+            "services": {"tcp_tfo_port": 80, "tls_port": 443, "quic_port": 443,
+                         "tls_versions": ["1.2", "1.3"], "session_ids": True, "tickets": True,
+                         "tls13_early_data": True, "max_early_data_bytes": t.max_early_data_bytes,
+                         "quic_early_data": True, "tfo": True, "tfo_key": t.tfo_key},
+            "processes": [{"name": p["name"], "pid": p["pid"], "running": _alive(p)} for p in st.get("procs", [])],
+            "server_pids": server_pids(),
+            "delay_line": delay_line_applied()}
