@@ -129,13 +129,17 @@ def tls_shared_table(ctx: FigureContext) -> None:
 
 @figure("tls-key-rotation", sources=["tls_handshake"], thesis="Fig 4.10")
 def tls_key_rotation(ctx: FigureContext) -> None:
-    """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound)."""
+    """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound).
+    Only tickets whose layout has a key id count (tls_handshake.ticket_key_id_len > 0)."""
     # rotation shows across repeated scans: --run picks them, else every finished tls run
     runs = list(ctx.runs_of_kind("tls", all_finished=True))
     cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM ("
                        " SELECT hostname, version, key_name,"
                        "        extract(epoch FROM max(observed_at) - min(observed_at))::float8 AS span_s"
                        " FROM tls_handshake WHERE key_name IS NOT NULL AND run_id = ANY(%s)"
+                       # rotation only where the ticket layout has a key id (issue 24: a Go
+                       # ticket's random IV is no key name); pre-0020 rows have no layout
+                       " AND coalesce(ticket_key_id_len, 16) > 0"
                        " GROUP BY hostname, version, key_name) k GROUP BY hostname, version", (runs,))
     for c in cdfs:
         ctx.sample(c.n, f"hosts with TLS {c.group} tickets")

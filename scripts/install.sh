@@ -9,6 +9,7 @@ APT_PACKAGES=(
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
   chromium chromium-driver firefox-esr
+  gnutls-bin  # issue 24: the testbed zoo's GnuTLS host (gnutls-serv) and gnutls-cli
 )
 
 missing=()
@@ -44,3 +45,6 @@ if [ ! -x "$HOME/.cargo/bin/geckodriver" ] && [ -x "$CARGO_BIN" ]; then
   echo "install: geckodriver (cargo install)"
   "$CARGO_BIN" install -q --locked geckodriver >/dev/null 2>&1 || echo "install: geckodriver build failed (Firefox probes unavailable)"
 fi
+
+# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s).
+scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"

@@ -24,7 +24,7 @@ from netsurvey.scanning import ScanStatus
 from .results import TicketInfo
 from .tls13 import KeyLog, post_handshake_tickets
 from .wire import ALERTS, client_random, first_alert, key_name, looks_like_tls, parse_cleartext_flight, \
-    split_records, ticket_format
+    split_records, ticket_format, ticket_layout
 
 _TLS_VERSION = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -80,7 +80,8 @@ def default_deadline(timeout: float) -> float:
 
 def _ticket_info(t) -> TicketInfo:
     return TicketInfo(lifetime=t.lifetime, length=len(t.ticket), key_name=key_name(t.ticket),
-                      format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket)
+                      format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket,
+                      family=ticket_layout(t.ticket).family)
 
 
 def _classify_ssl_error(exc: ssl.SSLError, rx: bytes) -> tuple[ScanStatus, str]:

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Optional
 
 from netsurvey.errors import UsageError
 
-from .wire import key_name, ticket_format
+from .wire import key_name, ticket_format, ticket_layout
 
 ZGRAB2 = Path(__file__).resolve().parents[2] / "tools" / "go" / "bin" / "zgrab2"
 
@@ -110,6 +110,7 @@ def _row(line: str, run_id: int) -> tuple:
     ok = status == "success"
     error = _typed(tls, ("error",), str)
     lifetime = _typed(tls, hl + ("session_ticket", "lifetime_hint"), int)
+    lay = ticket_layout(ticket) if ticket else None     # one ticket: structure only (basis 1)
     return (run_id, None, _typed(rec, ("domain",), str) or ip, address, 443, "1.2",
             "success" if ok else _status(status), None if ok else (error or status)[:200],
             _typed(tls, hl + ("server_hello", "version", "name"), str),
@@ -118,7 +119,8 @@ def _row(line: str, run_id: int) -> tuple:
             1 if ticket else 0, lifetime if ticket else None, None, ticket,
             len(ticket) if ticket else None, key_name(ticket) if ticket else None,
             ticket_format(ticket) if ticket else None, fp, _typed(tls, cert + ("parsed", "issuer_dn"), str),
-            sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2")
+            sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2",
+            lay.family if lay else None, lay.key_id_len if lay else None, lay.basis if lay else None)
 
 
 def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None) -> Iterator[tuple]:
