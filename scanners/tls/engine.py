@@ -207,11 +207,19 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
                 await flush()
                 while b"\r\n\r\n" not in plain:
                     try:
-                        plain += obj.read(65536)
+                        got = obj.read(65536)
                     except ssl.SSLWantReadError:
                         await receive()
                     except ssl.SSLZeroReturnError:
                         break
+                    else:
+                        # b'' = the peer closed (ragged EOF is suppressed): stop, or this
+                        # loop spins without awaiting and no deadline can end it. Found by
+                        # the zoo (issue 24): gnutls-serv --http answers HEAD with a bare
+                        # HTML body (no header, so no CRLFCRLF) and closes.
+                        if not got:
+                            break
+                        plain += got
             except (_Closed, ssl.SSLError, OSError):
                 pass   # the handshake succeeded; tickets are whatever arrived
         try:

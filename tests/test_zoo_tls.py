@@ -1,0 +1,155 @@
+"""The server zoo (issue 24): `scan tls` against TLS implementations we did not configure
+(Go crypto/tls, GnuTLS gnutls-serv, stock defaults) must recover every fact of their
+ground truth, which testbed/zoo.py cites from each implementation's source. Plus the
+ticket layout parser on layouts built byte for byte as each cited source builds them."""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import needs_root, run_cli
+
+from scanners.tls import wire
+
+pytestmark = pytest.mark.timeout(240)
+
+
+# --------------------------------------------------------------- layouts (no testbed)
+def _rnd(tag: bytes, n: int) -> bytes:
+    return (hashlib.sha256(tag).digest() * (n // 32 + 1))[:n]
+
+
+def _two(make):
+    return [make(i) for i in range(2)]
+
+
+KN = _rnd(b"key name", 16)
+LAYOUTS = {
+    # ssl/statem/statem_srvr.c construct_stateless_ticket(): key_name iv CBC(state) HMAC-SHA256
+    "openssl": _two(lambda i: KN + _rnd(b"iv%d" % i, 16) + _rnd(b"s%d" % i, 16 * 12) + _rnd(b"m%d" % i, 32)),
+    # lib/ext/session_ticket.c pack_ticket(): key_name IV len16 CBC(state) HMAC-SHA1
+    "gnutls": _two(lambda i: KN + _rnd(b"iv%d" % i, 16) + struct.pack("!H", 160) + _rnd(b"s%d" % i, 160)
+                   + _rnd(b"m%d" % i, 20)),
+    # src/crypto/tls/ticket.go encryptTicket(): iv CTR(state) HMAC-SHA256, state of 16k bytes:
+    # CBC-shaped, which one ticket alone cannot tell from openssl
+    "go": _two(lambda i: _rnd(b"iv%d" % i, 16) + _rnd(b"s%d" % i, 16 * 12) + _rnd(b"m%d" % i, 32)),
+    # SessionTicketExtension.java SessionTicketSpec.encrypt(): key id (int) iv GCM(state)+tag
+    "jsse": _two(lambda i: struct.pack("!i", 7) + _rnd(b"iv%d" % i, 16) + _rnd(b"s%d" % i, 150)),
+    # rustls ring ticketer.rs AeadTicketer::encrypt(): key_name nonce ChaCha20-Poly1305(state)+tag
+    "rustls": _two(lambda i: KN + _rnd(b"n%d" % i, 12) + _rnd(b"s%d" % i, 141)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(LAYOUTS))
+def test_layout_family_and_key_id_from_two_tickets(family):
+    tickets = LAYOUTS[family]
+    lay = wire.infer_layout(tickets)
+    assert (lay.family, lay.basis) == (family, 2)
+    assert lay.key_id_len == {"openssl": 16, "gnutls": 16, "rustls": 16, "jsse": 4, "go": 0}[family]
+    kid = wire.key_id(tickets[0], lay)
+    assert kid == (tickets[0][:lay.key_id_len] if lay.key_id_len else None)
+
+
+def test_one_ticket_is_structure_only():
+    # a Go ticket of a 16k-byte state looks like OpenSSL's: the reason probes get two tickets
+    assert wire.ticket_layout(LAYOUTS["go"][0]) == wire.TicketLayout("openssl", 16, 1)
+    assert wire.ticket_layout(LAYOUTS["gnutls"][0]).family == "gnutls"     # length field: certain
+    assert wire.ticket_layout(bytes(32)) == wire.TicketLayout("unknown", 0, 1)   # TLS 1.3 stateful id
+    assert wire.infer_layout([]) is None
+    # the legacy column keeps its meaning
+    assert wire.ticket_format(LAYOUTS["openssl"][0]) == "rfc5077-openssl"
+
+
+# ------------------------------------------------------------------ the zoo (root)
+def _answers(address: str, port: int = 443) -> bool:
+    """A TCP connect from the vantage namespace succeeds."""
+    code = f"import socket; socket.create_connection(({address!r}, {port}), timeout=2).close()"
+    r = subprocess.run(["ip", "netns", "exec", "nstb-vantage", sys.executable, "-c", code],
+                       capture_output=True, text=True)
+    return r.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def zoo(_testbed_session):
+    """Ground truth of the zoo hosts; brings the testbed up only if they do not answer."""
+    from testbed import zoo as zoo_mod
+
+    gt = zoo_mod.zoo_ground_truth(_testbed_session.cfg)
+    if not gt:
+        pytest.skip("config/testbed.toml declares no zoo namespace")
+    if not all(_answers(h["addresses"][0]) for h in gt.values() if h["installed"]):
+        _testbed_session.up(log=lambda *_: None)
+        gt = _testbed_session.status()["ground_truth"]["zoo"]
+    return gt
+
+
+def _scan(db, *args):
+    p = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", *args,
+                "--json", dsn=db.dsn, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _fact(h, name):
+    return h["facts"][name]["value"]
+
+
+@needs_root()
+@pytest.mark.parametrize("label", ["gotls", "gnutls"])
+def test_zoo_host_facts_recovered(db, zoo, label):
+    h = zoo.get(label)
+    if h is None or not h["installed"]:
+        pytest.skip(f"zoo host {label} not installed (scripts/install.sh)")
+    targets = [x for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")]
+    out = _scan(db, "tls", "--tls", "1.2,1.3", *targets)
+    with db.connect() as conn:
+        rows = conn.execute(
+            "SELECT host(address), version, status, error, session_id_len, id_resumed, ticket_count, ticket_lifetime,"
+            " max_early_data, ticket_family, ticket_key_id_len, ticket_layout_basis, key_name, ticket_resumed"
+            " FROM tls_handshake WHERE run_id = %s ORDER BY 1, 2", (out["run_id"],)).fetchall()
+    assert len(rows) == 2 * len(h["addresses"]), rows
+    for (addr, v, status, err, sid_len, id_res, count, life, early, fam, kid_len, basis, kn, t_res) in rows:
+        where = f"{label} {addr} TLS {v}"
+        assert (status, err) == ("success", None), where
+        assert t_res is True, f"{where}: immediate ticket resumption"
+        assert fam == _fact(h, "ticket_family"), where
+        assert kid_len == _fact(h, "ticket_key_id_len"), where
+        assert basis >= 2, f"{where}: layout judged from one ticket"
+        assert (kn is None) == (kid_len == 0), where
+        if kn is not None:
+            assert len(kn) == kid_len, where
+        assert early == _fact(h, "tls13_max_early_data"), where
+        if v == "1.2":
+            assert life == _fact(h, "tls12_lifetime_hint_s"), where
+            assert count == 1, where
+            assert id_res is _fact(h, "session_ids"), where
+            if not _fact(h, "session_ids"):
+                assert sid_len == 0, where
+        else:
+            assert life == _fact(h, "tls13_ticket_lifetime_s"), where
+            assert count == _fact(h, "tls13_ticket_count"), where
+    # rotation is read only where the layout has a key id: the view lists GnuTLS's one key
+    # name per version (no rotation within seconds), Go's tickets not at all
+    with db.connect() as conn:
+        spans = conn.execute("SELECT version, count(*) FROM tls_key_name_span_v WHERE hostname = %s"
+                             " GROUP BY 1 ORDER BY 1", (h["hostname"],)).fetchall()
+    if _fact(h, "ticket_key_id_len"):
+        assert spans == [("1.2", 1), ("1.3", 1)], spans
+    else:
+        assert spans == [], spans
+
+
+@needs_root()
+def test_zoo_in_testbed_status(zoo):
+    for label, h in zoo.items():
+        for name, f in h["facts"].items():
+            if name != "implementation":
+                assert f["source"], (label, name)
+    assert {h["hostname"] for h in zoo.values()} <= {"gotls.zoo.test", "gnutls.zoo.test"}
+    assert all(a.startswith(("198.18.12", "2001:2:0:12")) for h in zoo.values() for a in h["addresses"])
