@@ -153,3 +153,11 @@ def test_zoo_in_testbed_status(zoo):
                 assert f["source"], (label, name)
     assert {h["hostname"] for h in zoo.values()} <= {"gotls.zoo.test", "gnutls.zoo.test"}
     assert all(a.startswith(("198.18.12", "2001:2:0:12")) for h in zoo.values() for a in h["addresses"])
+
+
+def test_key_rotation_between_two_tickets_keeps_the_key_id():
+    """Three OpenSSL tickets, the key rotated before the third: two still share a key name."""
+    old = LAYOUTS["openssl"]
+    new = _rnd(b"next key", 16) + old[0][16:]
+    lay = wire.infer_layout([*old, new])
+    assert (lay.family, lay.key_id_len, lay.basis) == ("openssl", 16, 3)

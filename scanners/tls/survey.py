@@ -14,7 +14,7 @@ from netsurvey.writer import ResultWriter
 from .engine import certificate_facts, handshake, make_context
 from .results import HandshakeObservation, TlsOptions, TlsSurveyResult
 from .tls13 import KeyLog
-from .wire import infer_layout, key_id
+from .wire import infer_layout, key_id, ticket_layout
 
 
 class TlsScanner(Scanner):
@@ -55,6 +55,13 @@ class TlsScanner(Scanner):
             if h.tickets and len(seen) < 2:
                 # One ticket cannot tell a key name from a random IV (wire.infer_layout):
                 # one more fresh handshake gives a second ticket under the same key.
+                x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
+                                    keylog=self.keylog, deadline=o.deadline)
+                seen += [ti.ticket for ti in x.tickets] if x.ok else []
+            lay = infer_layout(seen)
+            if lay is not None and len(seen) == 2 and lay.key_id_len == 0 and all(ticket_layout(s).family == "openssl" for s in seen):
+                # CBC-shaped tickets that differ from byte 0: a Go random IV, or an OpenSSL
+                # key rotated between the two. A third ticket tells (the pair rule).
                 x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
                                     keylog=self.keylog, deadline=o.deadline)
                 seen += [ti.ticket for ti in x.tickets] if x.ok else []

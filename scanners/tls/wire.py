@@ -237,19 +237,24 @@ def ticket_layout(ticket: bytes) -> TicketLayout:
 
 
 def _common_prefix(tickets: list[bytes]) -> int:
-    first = tickets[0]
-    n = min(len(t) for t in tickets)
-    for i in range(n):
-        b = first[i]
-        if any(t[i] != b for t in tickets[1:]):
-            return i
-    return n
+    """The longest prefix some two of the tickets share (a pair, not all: a key rotation
+    between two of a probe's tickets must not hide the key id the others share)."""
+    best = 0
+    for i, a in enumerate(tickets):
+        for b in tickets[i + 1:]:
+            n = min(len(a), len(b))
+            k = 0
+            while k < n and a[k] == b[k]:
+                k += 1
+            best = max(best, k)
+    return best
 
 
 def infer_layout(tickets) -> Optional[TicketLayout]:
     """The layout of a server's tickets from all tickets one probe received (same server,
-    same moment, so the same ticket key). None without tickets. With one ticket, the
-    structure decides (``ticket_layout``). With two or more, the common prefix decides
+    same moment, so mostly the same ticket key). None without tickets. With one ticket, the
+    structure decides (``ticket_layout``). With two or more, the longest prefix two of
+    them share decides
     where the structure cannot: >= 16 equal bytes = a 16-byte key name (openssl, or
     rustls when not CBC-shaped), 4..15 = JSSE's 4-byte key id, < 4 = a random IV first
     (go, if long enough; else unknown). The length-carrying layouts (gnutls, rfc5077) are
