@@ -205,16 +205,16 @@ def _serve(addresses: list[str], argv: list[str]) -> int:
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
 
     def stop(signum, _frame):
+        # only signal here: the main thread's child.wait() returns once the child is gone
+        # (a wait inside the handler would contend with it for Popen's wait lock)
         child.terminate()
-        try:
-            child.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            child.kill()
-        sys.exit(0)
+        signal.signal(signal.SIGALRM, lambda *_: child.kill())
+        signal.alarm(3)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    return child.wait()
+    rc = child.wait()
+    return 0 if rc in (-signal.SIGTERM, -signal.SIGKILL) else rc
 
 
 def main(argv: list[str] | None = None) -> int:
