@@ -9,7 +9,7 @@ APT_PACKAGES=(
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
   chromium chromium-driver firefox-esr
-  gnutls-bin  # issue 24: the testbed zoo's GnuTLS host (gnutls-serv) and gnutls-cli
+  gnutls-bin lighttpd lighttpd-mod-openssl haproxy  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
 )
 
 missing=()
@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian starts these daemons on install; the testbed runs its own instances.
-  for svc in nginx knot unbound; do
+  for svc in nginx knot unbound lighttpd haproxy; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
     pkill -x "$svc" >/dev/null 2>&1 || true
   done

@@ -269,7 +269,7 @@ class Testbed:
             pass
         try:  # the server zoo (issue 24)
             from .zoo import render_zoo
-            specs += render_zoo(cfg, self.pki_dir)
+            specs += render_zoo(cfg, self.pki_dir, self.dir)
         except ImportError:
             pass
         return specs

@@ -9,12 +9,17 @@ Hosts (namespaces and DNS names in config/testbed.toml):
   by scripts/build_zoo.sh with the machine's Go (its version is in the ground truth).
 - ``gnutls.zoo.test`` (ns ``zoognutls``, 198.18.125.10 / 2001:2:0:125::10):
   ``gnutls-serv --http`` of Debian's gnutls-bin (3.7.9), no option touching sessions.
+- ``lighttpd.zoo.test`` (ns ``zoolight``, 198.18.126.10 / 2001:2:0:126::10): lighttpd
+  1.4.69 with mod_openssl (its own STEK rotation), a config with only addresses and the
+  certificate.
+- ``haproxy.zoo.test`` (ns ``zoohaproxy``, 198.18.127.10 / 2001:2:0:127::10): HAProxy
+  2.6 terminating TLS (``bind ... ssl crt``) and answering itself; no tune.ssl options.
 
 Each server runs under ``python3 -m testbed.zoo serve``, which puts the host's addresses
 on the namespace's loopback and then runs the server as its child (the manager records
 the wrapper's PID; stopping it stops the child).
 
-Time: the rotation periods here are hours (Go 24 h, GnuTLS 18 h); the tests check only
+Time: the rotation periods here are hours (Go 24 h, GnuTLS 18 h, lighttpd 8 h); the tests check only
 what is visible within seconds (key id constant within a period, layout, counts,
 lifetimes). Accelerated-time checks of the rotation itself are not done yet (issue 24).
 """
@@ -47,7 +52,10 @@ class ZooHost:
 HOSTS = (
     ZooHost("gotls", "gotls.zoo.test", "zoogo", ("198.18.124.10", "2001:2:0:124::10")),
     ZooHost("gnutls", "gnutls.zoo.test", "zoognutls", ("198.18.125.10", "2001:2:0:125::10")),
+    ZooHost("lighttpd", "lighttpd.zoo.test", "zoolight", ("198.18.126.10", "2001:2:0:126::10")),
+    ZooHost("haproxy", "haproxy.zoo.test", "zoohaproxy", ("198.18.127.10", "2001:2:0:127::10")),
 )
+PROGRAMS = {"gnutls": "gnutls-serv", "lighttpd": "lighttpd", "haproxy": "haproxy"}
 
 
 def host(label: str) -> ZooHost:
@@ -66,12 +74,15 @@ def _go_version() -> str | None:
     return r.stdout.strip() or None
 
 
-def _gnutls_version() -> str | None:
-    exe = shutil.which("gnutls-serv")
+def _version(label: str) -> str | None:
+    """Version of the installed server program (Go: the toolchain that builds zoo-gotls)."""
+    if label == "gotls":
+        return _go_version()
+    exe = shutil.which(PROGRAMS[label])
     if not exe:
         return None
-    r = subprocess.run([exe, "--version"], capture_output=True, text=True)
-    m = re.search(r"(\d+\.\d+\.\d+)", r.stdout)
+    r = subprocess.run([exe, "-v" if label != "gnutls" else "--version"], capture_output=True, text=True)
+    m = re.search(r"(\d+\.\d+\.\d+)", r.stdout + r.stderr)
     return m.group(1) if m else None
 
 
@@ -79,14 +90,61 @@ def available(label: str) -> bool:
     """The zoo host's server program is installed (scripts/install.sh)."""
     if label == "gotls":
         return GO_BIN.exists()
-    if label == "gnutls":
-        return shutil.which("gnutls-serv") is not None
+    if label == "lighttpd":
+        return shutil.which("lighttpd") is not None and Path("/usr/lib/lighttpd/mod_openssl.so").exists()
+    if label in PROGRAMS:
+        return shutil.which(PROGRAMS[label]) is not None
     return False
 
 
-def render_zoo(cfg, pki_dir: Path) -> list:
+def _addr_port(a: str, port: int) -> str:
+    return f"[{a}]:{port}" if ":" in a else f"{a}:{port}"
+
+
+def _lighttpd_conf(h: ZooHost, cert: Path, key: Path, d: Path) -> Path:
+    """The smallest lighttpd.conf that serves TLS: addresses, certificate, mod_openssl.
+    Nothing about sessions, tickets or STEKs (mod_openssl's defaults)."""
+    (d / "www").mkdir(parents=True, exist_ok=True)
+    (d / "www" / "index.html").write_text("zoo-lighttpd\n")
+    v4, v6 = h.addresses
+    conf = d / "lighttpd.conf"
+    conf.write_text(f"""server.document-root = "{d / 'www'}"
+server.modules += ("mod_openssl")
+server.bind = "{v4}"
+server.port = {h.port}
+server.errorlog = "{d / 'error.log'}"
+ssl.engine = "enable"
+ssl.pemfile = "{cert}"
+ssl.privkey = "{key}"
+$SERVER["socket"] == "[{v6}]:{h.port}" {{ ssl.engine = "enable" }}
+""")
+    return conf
+
+
+def _haproxy_conf(h: ZooHost, cert: Path, key: Path, d: Path) -> Path:
+    """A frontend that terminates TLS and answers every request itself; nothing about
+    sessions, tickets or ticket keys (HAProxy's defaults)."""
+    d.mkdir(parents=True, exist_ok=True)
+    pem = d / "crt.pem"
+    pem.write_bytes(cert.read_bytes() + key.read_bytes())
+    binds = "".join(f"    bind {_addr_port(a, h.port)} ssl crt {pem}\n" for a in h.addresses)
+    conf = d / "haproxy.cfg"
+    conf.write_text(f"""global
+    log stderr format raw local0 warning
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 10s
+    timeout server 10s
+frontend zoo
+{binds}    http-request return status 200 content-type text/plain string "zoo-haproxy"
+""")
+    return conf
+
+
+def render_zoo(cfg, pki_dir: Path, state_dir: Path | None = None) -> list:
     """Process specs of the zoo hosts whose namespace config/testbed.toml declares and
-    whose program is installed."""
+    whose program is installed (configuration files under ``state_dir``/zoo)."""
     from .pki import issue_cert
     from .procs import ProcSpec
 
@@ -102,6 +160,13 @@ def render_zoo(cfg, pki_dir: Path) -> list:
             listen = [x for a in h.addresses
                       for x in ("-listen", f"[{a}]:{h.port}" if ":" in a else f"{a}:{h.port}")]
             server = [str(GO_BIN), "-cert", str(cert), "-key", str(key), *listen]
+        elif h.label in ("lighttpd", "haproxy"):
+            d = Path(state_dir or pki_dir.parent) / "zoo" / h.label
+            d.mkdir(parents=True, exist_ok=True)
+            if h.label == "lighttpd":
+                server = [shutil.which("lighttpd"), "-D", "-f", str(_lighttpd_conf(h, cert, key, d))]
+            else:
+                server = [shutil.which("haproxy"), "-db", "-f", str(_haproxy_conf(h, cert, key, d))]
         else:
             # stock gnutls-serv: only the port, the credentials and HTTP mode (so a request
             # gets an answer); no --noticket/--nodb/--priority (gnutls-serv(1)).
@@ -138,6 +203,8 @@ GO_FACTS = {
                           "key: there is no key id"},
     "tls12_ticket_len_bytes": {"value": None, "source": "16 + len(SessionState.Bytes()) + 32 (ticket.go); "
                                "the state length depends on the certificate, not checked"},
+    "ticket_key_scope": {"value": "process", "source": "src/crypto/tls/common.go Config.ticketKeys(): "
+                         "autoSessionTicketKeys of the one tls.Config both listeners share (no key id anyway)"},
     "key_rotation_s": {"value": 86400, "source": "src/crypto/tls/common.go ticketKeyRotation = 24 h; keys "
                        "are accepted for ticketKeyLifetime = 7 days (Config.ticketKeys()); not observable "
                        "from the tickets (no key id)"},
@@ -166,11 +233,72 @@ GNUTLS_FACTS = {
                       "IV[16] uint16 len encrypted_state MAC; lib/gnutls_int.h TICKET_KEY_NAME_SIZE 16, "
                       "TICKET_IV_SIZE 16, TICKET_CIPHER AES-256-CBC, TICKET_MAC_ALGO SHA1, TICKET_MAC_SIZE 20"},
     "ticket_key_id_len": {"value": 16, "source": "lib/gnutls_int.h TICKET_KEY_NAME_SIZE 16"},
+    "ticket_key_scope": {"value": "process", "source": "gnutls-serv src/serv.c main(): one "
+                         "gnutls_session_ticket_key_generate(&session_ticket_key) for every session"},
     "key_rotation_s": {"value": 3 * 21600, "source": "lib/stek.c T(): the key (and its name, the first 16 "
                        "bytes of SHA3-512(T || master key)) changes when floor(now / (expire_time * "
                        "STEK_ROTATION_PERIOD_PRODUCT)) does; lib/gnutls_int.h STEK_ROTATION_PERIOD_PRODUCT 3 "
                        "-> every 64800 s, at multiples of 64800 s since the Unix epoch"},
 }
+
+
+# Debian 12's OpenSSL 3.0 under lighttpd and HAProxy: what neither server overrides.
+_OPENSSL_DEFAULTS = {
+    "tls12_lifetime_hint_s": {"value": 7200, "source": "OpenSSL ssl/statem/statem_srvr.c "
+                              "construct_stateless_ticket(): hint = session timeout (0 on a resumed TLS 1.2 "
+                              "session); ssl/t1_lib.c tls1_default_timeout() = 60 * 60 * 2"},
+    "tls13_ticket_lifetime_s": {"value": 7200, "source": "construct_stateless_ticket(): TLS 1.3 lifetime = "
+                                "session timeout (capped at one week); tls1_default_timeout() = 7200"},
+    "tls13_ticket_count": {"value": 2, "source": "OpenSSL ssl/ssl_lib.c SSL_CTX_new_ex(): num_tickets = 2 "
+                           "(neither server calls SSL_CTX_set_num_tickets)"},
+    "tls13_max_early_data": {"value": None, "source": "OpenSSL: max_early_data defaults to 0 (no early_data "
+                             "extension in NewSessionTicket); neither server sets it"},
+    "ticket_family": {"value": "openssl", "source": "key_name[16] iv[16] AES-256-CBC HMAC-SHA256[32]: "
+                      "construct_stateless_ticket() with the server's key callback or OpenSSL's own key"},
+    "ticket_key_id_len": {"value": 16, "source": "TLSEXT_KEYNAME_LENGTH 16 (OpenSSL ssl/ssl_local.h)"},
+}
+
+LIGHTTPD_FACTS = {
+    "implementation": "lighttpd mod_openssl (Debian lighttpd + lighttpd-mod-openssl), no ssl.* session options",
+    "session_ids": {"value": False, "source": "lighttpd src/mod_openssl.c (1.4.69) network_init_ssl(): unless "
+                    "ssl.session-cache is enabled (default 0) SSL_CTX_set_session_cache_mode(SSL_SESS_CACHE_OFF "
+                    "| ...); OpenSSL then sends an empty ServerHello session_id (statem_srvr.c "
+                    "tls_construct_server_hello())"},
+    "tickets": {"value": True, "source": "src/mod_openssl.c header comment and ssl_tlsext_ticket_key_cb(): "
+                "tickets on unless ssl.openssl.ssl-conf-cmd Options -SessionTicket"},
+    **_OPENSSL_DEFAULTS,
+    "ticket_family": {"value": "openssl", "source": "src/mod_openssl.c ssl_tlsext_ticket_key_cb(): RAND "
+                      "key_name[16], EVP_aes_256_cbc() iv, HMAC EVP_sha256() into OpenSSL's ticket layout"},
+    "ticket_key_scope": {"value": "process", "source": "src/mod_openssl.c: session_ticket_keys[] is one static "
+                         "array for every socket of the process"},
+    "key_rotation_s": {"value": 28800, "source": "src/mod_openssl.c mod_openssl_session_ticket_key_check(): a "
+                       "new STEK every 28800 s ('8 hrs'), each valid 86400 s "
+                       "(mod_openssl_session_ticket_key_generate(cur_ts, cur_ts+86400)), three kept"},
+}
+
+HAPROXY_FACTS = {
+    "implementation": "HAProxy (Debian haproxy 2.6), bind ... ssl crt, no tune.ssl / tls-ticket-keys",
+    "session_ids": {"value": True, "source": "HAProxy src/ssl_sock.c ssl_set_shctx(): SSL_SESS_CACHE_SERVER with "
+                    "the shared cache (tune.ssl.cachesize default 20000, src/haproxy.c SSLCACHESIZE)"},
+    "tickets": {"value": True, "source": "src/ssl_sock.c ssl_sock_prepare_ctx(): SSL_OP_NO_TICKET only with "
+                "no-tls-tickets"},
+    **_OPENSSL_DEFAULTS,
+    "tls12_lifetime_hint_s": {"value": 7200, "source": "src/ssl_sock.c ssl_sock_prepare_ctx(): "
+                              "SSL_CTX_set_timeout() only 'if (global_ssl.life_time)', and the global_ssl "
+                              "initialiser sets no life_time (v2.6.0), so OpenSSL's 7200 s "
+                              "(tls1_default_timeout()). doc/configuration.txt tune.ssl.lifetime says "
+                              "'defaults to 300': the source, and our measurement, say otherwise"},
+    "tls13_ticket_lifetime_s": {"value": 7200, "source": "as the TLS 1.2 hint: session timeout 7200 s"},
+    "ticket_key_scope": {"value": "listener", "source": "src/ssl_sock.c ssl_sock_prepare_bind_conf() -> "
+                         "ssl_sock_initial_ctx(): one SSL_CTX per bind line, and OpenSSL draws a random ticket "
+                         "key (name) per SSL_CTX: each of the host's two bind lines (IPv4, IPv6) has its own key "
+                         "(found by the zoo test; a session from one address is not resumed at the other)"},
+    "key_rotation_s": {"value": None, "source": "without tls-ticket-keys HAProxy installs no ticket key "
+                       "callback: OpenSSL's own key, made once per SSL_CTX (ssl/ssl_lib.c SSL_CTX_new_ex() "
+                       "RAND_bytes ext.tick_key_name), never rotates while the process runs"},
+}
+
+_FACTS = {"gotls": GO_FACTS, "gnutls": GNUTLS_FACTS, "lighttpd": LIGHTTPD_FACTS, "haproxy": HAPROXY_FACTS}
 
 
 def zoo_ground_truth(cfg=None) -> dict:
@@ -180,13 +308,11 @@ def zoo_ground_truth(cfg=None) -> dict:
     for h in HOSTS:
         if cfg is not None and not _enabled(cfg, h):
             continue
-        facts = dict(GO_FACTS if h.label == "gotls" else GNUTLS_FACTS)
+        facts = dict(_FACTS[h.label])
         entry = {"hostname": h.hostname, "namespace": h.namespace, "addresses": list(h.addresses),
                  "port": h.port, "installed": available(h.label), "facts": facts}
-        if h.label == "gotls":
-            entry["version"] = _go_version()
-        else:
-            entry["version"] = _gnutls_version()
+        entry["version"] = _version(h.label)
+        if h.label == "gnutls":
             period = facts["key_rotation_s"]["value"]
             entry["next_key_rotation_at"] = (int(now) // period + 1) * period
         out[h.label] = entry

@@ -100,19 +100,16 @@ def _fact(h, name):
     return h["facts"][name]["value"]
 
 
-@needs_root()
-@pytest.mark.parametrize("label", ["gotls", "gnutls"])
-def test_zoo_host_facts_recovered(db, zoo, label):
-    h = zoo.get(label)
-    if h is None or not h["installed"]:
-        pytest.skip(f"zoo host {label} not installed (scripts/install.sh)")
-    targets = [x for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")]
-    out = _scan(db, "tls", "--tls", "1.2,1.3", *targets)
+LABELS = ["gotls", "gnutls", "lighttpd", "haproxy"]
+
+
+def check_zoo_rows(db, run_id: int, label: str, h: dict) -> None:
+    """Every ground-truth fact of zoo host ``h`` in the tls_handshake rows of ``run_id``."""
     with db.connect() as conn:
         rows = conn.execute(
             "SELECT host(address), version, status, error, session_id_len, id_resumed, ticket_count, ticket_lifetime,"
             " max_early_data, ticket_family, ticket_key_id_len, ticket_layout_basis, key_name, ticket_resumed"
-            " FROM tls_handshake WHERE run_id = %s ORDER BY 1, 2", (out["run_id"],)).fetchall()
+            " FROM tls_handshake WHERE run_id = %s ORDER BY 1, 2", (run_id,)).fetchall()
     assert len(rows) == 2 * len(h["addresses"]), rows
     for (addr, v, status, err, sid_len, id_res, count, life, early, fam, kid_len, basis, kn, t_res) in rows:
         where = f"{label} {addr} TLS {v}"
@@ -134,15 +131,27 @@ def test_zoo_host_facts_recovered(db, zoo, label):
         else:
             assert life == _fact(h, "tls13_ticket_lifetime_s"), where
             assert count == _fact(h, "tls13_ticket_count"), where
-    # rotation is read only where the layout has a key id: the view lists GnuTLS's one key
-    # name per version (no rotation within seconds), Go's tickets not at all
+    # rotation is read only where the layout has a key id: the view lists one key name per
+    # version and key scope (no rotation within seconds) where there is one, nothing for Go
     with db.connect() as conn:
         spans = conn.execute("SELECT version, count(*) FROM tls_key_name_span_v WHERE hostname = %s"
                              " GROUP BY 1 ORDER BY 1", (h["hostname"],)).fetchall()
     if _fact(h, "ticket_key_id_len"):
-        assert spans == [("1.2", 1), ("1.3", 1)], spans
+        keys = len(h["addresses"]) if _fact(h, "ticket_key_scope") == "listener" else 1
+        assert spans == [("1.2", keys), ("1.3", keys)], spans
     else:
         assert spans == [], spans
+
+
+@needs_root()
+@pytest.mark.parametrize("label", LABELS)
+def test_zoo_host_facts_recovered(db, zoo, label):
+    h = zoo.get(label)
+    if h is None or not h["installed"]:
+        pytest.skip(f"zoo host {label} not installed (scripts/install.sh)")
+    targets = [x for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")]
+    out = _scan(db, "tls", "--tls", "1.2,1.3", *targets)
+    check_zoo_rows(db, out["run_id"], label, h)
 
 
 @needs_root()
@@ -151,7 +160,7 @@ def test_zoo_in_testbed_status(zoo):
         for name, f in h["facts"].items():
             if name != "implementation":
                 assert f["source"], (label, name)
-    assert {h["hostname"] for h in zoo.values()} <= {"gotls.zoo.test", "gnutls.zoo.test"}
+    assert {h["hostname"] for h in zoo.values()} <= {f"{label}.zoo.test" for label in LABELS}
     assert all(a.startswith(("198.18.12", "2001:2:0:12")) for h in zoo.values() for a in h["addresses"])
 
 
