@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import socket
 import struct
 import subprocess
@@ -170,3 +171,45 @@ def test_key_rotation_between_two_tickets_keeps_the_key_id():
     new = _rnd(b"next key", 16) + old[0][16:]
     lay = wire.infer_layout([*old, new])
     assert (lay.family, lay.key_id_len, lay.basis) == ("openssl", 16, 3)
+
+
+# ------------------------------------------- second opinion: gnutls-cli (another TLS stack)
+GNUTLS_CLI_PRIORITY = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3", ("ticket", "1.3"): "NORMAL:-VERS-ALL:+VERS-TLS1.3",
+                       # %NO_TICKETS: no session_ticket extension, so only the session ID can resume
+                       # (gnutls-cli 3.7.9 has no working --noticket: src/cli.c never reads it)
+                       ("id", "1.2"): "NORMAL:-VERS-TLS1.3:%NO_TICKETS"}
+
+
+def gnutls_cli_resumes(prefix: list[str], address: str, hostname: str, ca: str, mechanism: str, version: str) -> bool:
+    """`gnutls-cli --resume` (connect, then reconnect offering the session): True iff it
+    reports '*** This is a resumed session'. ``prefix`` runs it in the right namespace."""
+    r = subprocess.run([*prefix, "gnutls-cli", "--resume", "--priority", GNUTLS_CLI_PRIORITY[(mechanism, version)],
+                        "-p", "443", "--x509cafile", ca, "--sni-hostname", hostname, "--verify-hostname", hostname,
+                        address], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert "Handshake was completed" in r.stdout, (r.stdout[-800:], r.stderr[-800:])
+    return "This is a resumed session" in r.stdout
+
+
+@needs_root()
+@pytest.mark.skipif(shutil.which("gnutls-cli") is None, reason="gnutls-cli not installed (gnutls-bin)")
+@pytest.mark.parametrize("label", LABELS)
+def test_zoo_second_opinion_gnutls_cli(db, zoo, label):
+    """An independent client (GnuTLS's) agrees with the ground truth on resumption by
+    ticket (1.2, 1.3) and by session ID (1.2) - and so with our scanner, whose verdicts
+    test_zoo_host_facts_recovered checks against the same ground truth."""
+    h = zoo.get(label)
+    if h is None or not h["installed"]:
+        pytest.skip(f"zoo host {label} not installed (scripts/install.sh)")
+    ca = _ca_file()
+    prefix = ["ip", "netns", "exec", "nstb-vantage"]
+    a = h["addresses"][0]
+    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "ticket", "1.2") is _fact(h, "tickets")
+    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "ticket", "1.3") is _fact(h, "tickets")
+    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "id", "1.2") is _fact(h, "session_ids")
+
+
+def _ca_file() -> str:
+    from testbed.manager import Testbed
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    return str(Testbed(load_testbed_config(DEFAULT_TESTBED_CONFIG), DEFAULT_TESTBED_CONFIG).ca_bundle())
