@@ -49,7 +49,7 @@ def gnutls_serv(tmp_path):
 def test_verdicts_of_a_stock_gnutls_serv(db, gnutls_serv):
     port, ca, cfg = gnutls_serv
     r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "local.zoo.test=127.0.0.1",
-                "--port", str(port), "--ca-file", ca, dsn=db.dsn)
+                "--port", str(port), "--ca-file", ca, "--json", dsn=db.dsn)
     assert r.returncode == 0, r.stderr
     run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
     with db.connect() as conn:
@@ -64,7 +64,7 @@ def test_verdicts_of_a_stock_gnutls_serv(db, gnutls_serv):
 def test_wrong_name_is_no_verdict(db, gnutls_serv):
     port, ca, cfg = gnutls_serv
     r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "other.zoo.test=127.0.0.1",
-                "--port", str(port), "--ca-file", ca, dsn=db.dsn)
+                "--port", str(port), "--ca-file", ca, "--json", dsn=db.dsn)
     assert r.returncode == 0, r.stderr
     run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
     with db.connect() as conn:

@@ -174,42 +174,31 @@ def test_key_rotation_between_two_tickets_keeps_the_key_id():
 
 
 # ------------------------------------------- second opinion: gnutls-cli (another TLS stack)
-GNUTLS_CLI_PRIORITY = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3", ("ticket", "1.3"): "NORMAL:-VERS-ALL:+VERS-TLS1.3",
-                       # %NO_TICKETS: no session_ticket extension, so only the session ID can resume
-                       # (gnutls-cli 3.7.9 has no working --noticket: src/cli.c never reads it)
-                       ("id", "1.2"): "NORMAL:-VERS-TLS1.3:%NO_TICKETS"}
-
-
-def gnutls_cli_resumes(prefix: list[str], address: str, hostname: str, ca: str, mechanism: str, version: str) -> bool:
-    """`gnutls-cli --resume` (connect, then reconnect offering the session): True iff it
-    reports '*** This is a resumed session'. ``prefix`` runs it in the right namespace."""
-    r = subprocess.run([*prefix, "gnutls-cli", "--resume", "--priority", GNUTLS_CLI_PRIORITY[(mechanism, version)],
-                        "-p", "443", "--x509cafile", ca, "--sni-hostname", hostname, "--verify-hostname", hostname,
-                        address], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-    assert "Handshake was completed" in r.stdout, (r.stdout[-800:], r.stderr[-800:])
-    return "This is a resumed session" in r.stdout
-
-
 @needs_root()
 @pytest.mark.skipif(shutil.which("gnutls-cli") is None, reason="gnutls-cli not installed (gnutls-bin)")
-@pytest.mark.parametrize("label", LABELS)
-def test_zoo_second_opinion_gnutls_cli(db, zoo, label):
-    """An independent client (GnuTLS's) agrees with the ground truth on resumption by
-    ticket (1.2, 1.3) and by session ID (1.2) - and so with our scanner, whose verdicts
-    test_zoo_host_facts_recovered checks against the same ground truth."""
-    h = zoo.get(label)
-    if h is None or not h["installed"]:
-        pytest.skip(f"zoo host {label} not installed (scripts/install.sh)")
-    ca = _ca_file()
-    prefix = ["ip", "netns", "exec", "nstb-vantage"]
-    a = h["addresses"][0]
-    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "ticket", "1.2") is _fact(h, "tickets")
-    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "ticket", "1.3") is _fact(h, "tickets")
-    assert gnutls_cli_resumes(prefix, a, h["hostname"], ca, "id", "1.2") is _fact(h, "session_ids")
+def test_zoo_second_opinion_and_zoo_table(db, zoo, tmp_path):
+    """An independent client (GnuTLS's gnutls-cli, `scan tls-second-opinion`) agrees with
+    every zoo host's ground truth on resumption by ticket (1.2, 1.3) and by session ID
+    (1.2), and `plot zoo-table` shows it agreeing with `scan tls` on every shared fact."""
+    hosts = {k: h for k, h in zoo.items() if h["installed"]}
+    if not hosts:
+        pytest.skip("no zoo host installed (scripts/install.sh)")
+    targets = [x for h in hosts.values() for x in ("--target", f"{h['hostname']}={h['addresses'][0]}")]
+    ours = _scan(db, "tls", "--tls", "1.2,1.3", *targets)["run_id"]
+    theirs = _scan(db, "tls-second-opinion", *targets)["run_id"]
+    with db.connect() as conn:
+        got = {(h, v, m): r for h, v, m, r in conn.execute(
+            "SELECT hostname, version, mechanism, resumed FROM tls_second_opinion WHERE run_id = %s", (theirs,))}
+    for label, h in hosts.items():
+        name = h["hostname"]
+        assert got[(name, "1.2", "ticket")] is _fact(h, "tickets"), label
+        assert got[(name, "1.3", "ticket")] is _fact(h, "tickets"), label
+        assert got[(name, "1.2", "id")] is _fact(h, "session_ids"), label
+    p = run_cli("plot", "zoo-table", "--run", str(ours), "--run", str(theirs), "--out", str(tmp_path), dsn=db.dsn)
+    assert p.returncode == 0, p.stderr
+    import csv
 
-
-def _ca_file() -> str:
-    from testbed.manager import Testbed
-    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
-
-    return str(Testbed(load_testbed_config(DEFAULT_TESTBED_CONFIG), DEFAULT_TESTBED_CONFIG).ca_bundle())
+    with (tmp_path / "zoo-table.csv").open(newline="") as fh:
+        table = list(csv.DictReader(fh))
+    compared = [r for r in table if r["agree"]]
+    assert len(compared) == 3 * len(hosts) and all(r["agree"] == "yes" for r in compared), compared

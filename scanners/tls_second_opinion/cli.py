@@ -26,6 +26,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ca_file: Optional[str] = typer.Option(None, "--ca-file",
                                               help="PEM trust anchors (default: $SSL_CERT_FILE if set)."),
         concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
     ) -> None:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
         session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`."""
@@ -61,7 +62,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                              "success" if v.resumed is not None else "application-error", v.error, v.resumed))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
         ctx.run.finish("finished", counts)
-        print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        else:
+            print(f"tls-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
     def _target(text: str, port: int):
         from netsurvey.scanning import ScanTarget
