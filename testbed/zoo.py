@@ -273,7 +273,10 @@ LIGHTTPD_FACTS = {
                          "array for every socket of the process"},
     "key_rotation_s": {"value": 28800, "source": "src/mod_openssl.c mod_openssl_session_ticket_key_check(): a "
                        "new STEK every 28800 s ('8 hrs'), each valid 86400 s "
-                       "(mod_openssl_session_ticket_key_generate(cur_ts, cur_ts+86400)), three kept"},
+                       "(mod_openssl_session_ticket_key_generate(cur_ts, cur_ts+86400)), three kept; the check runs only "
+                       "when the clock is a multiple of 64 s (mod_openssl_handle_trigger: 'cur_ts & 0x3f'), so a "
+                       "rotation is up to 63 s late. Observed under libfaketime: the key of the first seconds "
+                       "after start-up is replaced at the first such check"},
 }
 
 HAPROXY_FACTS = {
