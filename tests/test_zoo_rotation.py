@@ -8,7 +8,6 @@ an aligned fake clock), Go (no key id), HAProxy (no rotation)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import socket

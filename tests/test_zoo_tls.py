@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
 import struct
 import subprocess
 import sys
