@@ -9,7 +9,7 @@ APT_PACKAGES=(
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
   chromium chromium-driver firefox-esr
-  gnutls-bin lighttpd lighttpd-mod-openssl haproxy  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
+  gnutls-bin lighttpd lighttpd-mod-openssl haproxy openjdk-17-jdk-headless  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
 )
 
 missing=()

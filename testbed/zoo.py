@@ -14,6 +14,8 @@ Hosts (namespaces and DNS names in config/testbed.toml):
   certificate.
 - ``haproxy.zoo.test`` (ns ``zoohaproxy``, 198.18.127.10 / 2001:2:0:127::10): HAProxy
   2.6 terminating TLS (``bind ... ssl crt``) and answering itself; no tune.ssl options.
+- ``jsse.zoo.test`` (ns ``zoojsse``, 198.18.128.10 / 2001:2:0:128::10): Java's JSSE behind
+  com.sun.net.httpserver (testbed/zoo/jsse/ZooJsse.java, run from source by the JDK).
 
 Each server runs under ``python3 -m testbed.zoo serve``, which puts the host's addresses
 on the namespace's loopback and then runs the server as its child (the manager records
@@ -54,8 +56,10 @@ HOSTS = (
     ZooHost("gnutls", "gnutls.zoo.test", "zoognutls", ("198.18.125.10", "2001:2:0:125::10")),
     ZooHost("lighttpd", "lighttpd.zoo.test", "zoolight", ("198.18.126.10", "2001:2:0:126::10")),
     ZooHost("haproxy", "haproxy.zoo.test", "zoohaproxy", ("198.18.127.10", "2001:2:0:127::10")),
+    ZooHost("jsse", "jsse.zoo.test", "zoojsse", ("198.18.128.10", "2001:2:0:128::10")),
 )
-PROGRAMS = {"gnutls": "gnutls-serv", "lighttpd": "lighttpd", "haproxy": "haproxy"}
+PROGRAMS = {"gnutls": "gnutls-serv", "lighttpd": "lighttpd", "haproxy": "haproxy", "jsse": "java"}
+JSSE_SRC = ROOT / "testbed" / "zoo" / "jsse" / "ZooJsse.java"
 
 
 def host(label: str) -> ZooHost:
@@ -81,7 +85,8 @@ def _version(label: str) -> str | None:
     exe = shutil.which(PROGRAMS[label])
     if not exe:
         return None
-    r = subprocess.run([exe, "-v" if label != "gnutls" else "--version"], capture_output=True, text=True)
+    flag = {"gnutls": "--version", "jsse": "-version"}.get(label, "-v")
+    r = subprocess.run([exe, flag], capture_output=True, text=True)
     m = re.search(r"(\d+\.\d+\.\d+)", r.stdout + r.stderr)
     return m.group(1) if m else None
 
@@ -160,6 +165,13 @@ def render_zoo(cfg, pki_dir: Path, state_dir: Path | None = None) -> list:
             listen = [x for a in h.addresses
                       for x in ("-listen", f"[{a}]:{h.port}" if ":" in a else f"{a}:{h.port}")]
             server = [str(GO_BIN), "-cert", str(cert), "-key", str(key), *listen]
+        elif h.label == "jsse":
+            d = Path(state_dir or pki_dir.parent) / "zoo" / h.label
+            d.mkdir(parents=True, exist_ok=True)
+            p12 = d / "keystore.p12"
+            subprocess.run(["openssl", "pkcs12", "-export", "-in", str(cert), "-inkey", str(key), "-out", str(p12),
+                            "-passout", "pass:zoo", "-name", "zoo"], check=True, capture_output=True)
+            server = [shutil.which("java"), str(JSSE_SRC), str(p12), "zoo", *h.addresses]
         elif h.label in ("lighttpd", "haproxy"):
             d = Path(state_dir or pki_dir.parent) / "zoo" / h.label
             d.mkdir(parents=True, exist_ok=True)
@@ -301,7 +313,33 @@ HAPROXY_FACTS = {
                        "RAND_bytes ext.tick_key_name), never rotates while the process runs"},
 }
 
-_FACTS = {"gotls": GO_FACTS, "gnutls": GNUTLS_FACTS, "lighttpd": LIGHTTPD_FACTS, "haproxy": HAPROXY_FACTS}
+_JDK = "OpenJDK src/java.base/share/classes/sun/security/ssl/"
+JSSE_FACTS = {
+    "implementation": "Java JSSE (com.sun.net.httpserver.HttpsServer, SSLContext with only key material)",
+    "session_ids": {"value": True, "source": _JDK + "SSLSessionContextImpl.java: the server session cache "
+                    "(javax.net.ssl.sessionCacheSize default 20480); without the client's session_ticket "
+                    "extension the session is cached under its ID"},
+    "tickets": {"value": True, "source": _JDK + "SSLSessionContextImpl.java statelessEnabled(): "
+                "jdk.tls.server.enableSessionTicketExtension (default true since JDK 13)"},
+    "tls12_lifetime_hint_s": {"value": 86400, "source": _JDK + "NewSessionTicket.java (T12NewSessionTicketProducer): "
+                              "lifetime = the session context's timeout; SSLSessionContextImpl.java "
+                              "DEFAULT_SESSION_TIMEOUT 86400 s"},
+    "tls13_ticket_lifetime_s": {"value": 86400, "source": _JDK + "NewSessionTicket.java "
+                                "(T13NewSessionTicketProducer): ticket_lifetime = session timeout (86400 s)"},
+    "tls13_ticket_count": {"value": 1, "source": _JDK + "NewSessionTicket.java: one NewSessionTicket after the "
+                           "handshake (JDK 17; later JDKs add jdk.tls.server.newSessionTicketCount)"},
+    "tls13_max_early_data": {"value": None, "source": "JSSE does not implement 0-RTT (no early_data extension)"},
+    "ticket_family": {"value": "jsse", "source": _JDK + "SessionTicketExtension.java SessionTicketSpec.encrypt(): "
+                      "key id (int, 4 bytes) | iv[16] | AES-GCM(state) with a 16-byte tag"},
+    "ticket_key_id_len": {"value": 4, "source": _JDK + "SessionTicketExtension.java: Integer.BYTES key number"},
+    "ticket_key_scope": {"value": "process", "source": _JDK + "SessionTicketExtension.java KeyState: the keys "
+                         "live in the SSLContext's keyHashMap (one SSLContext for both listeners)"},
+    "key_rotation_s": {"value": 3600, "source": _JDK + "SessionTicketExtension.java TIMEOUT_DEFAULT 3600 * 1000 ms "
+                       "(jdk.tls.server.statelessKeyTimeout); the key number goes up by one per new key"},
+}
+
+_FACTS = {"gotls": GO_FACTS, "gnutls": GNUTLS_FACTS, "lighttpd": LIGHTTPD_FACTS, "haproxy": HAPROXY_FACTS,
+          "jsse": JSSE_FACTS}
 
 
 def zoo_ground_truth(cfg=None) -> dict:

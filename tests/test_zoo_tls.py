@@ -100,7 +100,7 @@ def _fact(h, name):
     return h["facts"][name]["value"]
 
 
-LABELS = ["gotls", "gnutls", "lighttpd", "haproxy"]
+LABELS = ["gotls", "gnutls", "lighttpd", "haproxy", "jsse"]
 
 
 def check_zoo_rows(db, run_id: int, label: str, h: dict) -> None:
