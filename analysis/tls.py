@@ -129,15 +129,62 @@ def tls_shared_table(ctx: FigureContext) -> None:
 
 @figure("tls-key-rotation", sources=["tls_handshake"], thesis="Fig 4.10")
 def tls_key_rotation(ctx: FigureContext) -> None:
-    """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound)."""
+    """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound).
+    Only tickets whose layout has a key id count (tls_handshake.ticket_key_id_len > 0)."""
     # rotation shows across repeated scans: --run picks them, else every finished tls run
     runs = list(ctx.runs_of_kind("tls", all_finished=True))
     cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM ("
                        " SELECT hostname, version, key_name,"
                        "        extract(epoch FROM max(observed_at) - min(observed_at))::float8 AS span_s"
                        " FROM tls_handshake WHERE key_name IS NOT NULL AND run_id = ANY(%s)"
+                       # rotation only where the ticket layout has a key id (issue 24: a Go
+                       # ticket's random IV is no key name); pre-0020 rows have no layout
+                       " AND coalesce(ticket_key_id_len, 16) > 0"
                        " GROUP BY hostname, version, key_name) k GROUP BY hostname, version", (runs,))
     for c in cdfs:
         ctx.sample(c.n, f"hosts with TLS {c.group} tickets")
     ctx.cdf_figure(cdfs, "longest observed use of one key_name [s]", "CDF of hosts", ["version", "span_s", "cdf"],
                    label="TLS {group} (n={n})")
+
+
+#: zoo-table facts: (fact, SQL over tls_handshake rows of one hostname, second-opinion
+#: (version, mechanism) measuring the same fact or None)
+_ZOO_FACTS = [
+    ("session_id_resumption_tls12", "bool_or(id_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "id")),
+    ("ticket_resumption_tls12", "bool_or(ticket_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "ticket")),
+    ("ticket_resumption_tls13", "bool_or(ticket_resumed) FILTER (WHERE version = '1.3')::text", ("1.3", "ticket")),
+    ("tls12_lifetime_hint_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.2')", None),
+    ("tls13_ticket_lifetime_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.3')", None),
+    ("tls13_ticket_count", "string_agg(DISTINCT ticket_count::text, '|') FILTER (WHERE version = '1.3')", None),
+    ("ticket_family", "string_agg(DISTINCT ticket_family, '|')", None),
+    ("ticket_key_id_len", "string_agg(DISTINCT ticket_key_id_len::text, '|')", None),
+]
+
+
+@figure("zoo-table", sources=["tls_handshake", "tls_second_opinion"], thesis="issue 24")
+def zoo_table(ctx: FigureContext) -> None:
+    """Per host and fact: netsurvey's measurement (scan tls) and an independent client's
+    verdict (scan tls-second-opinion, gnutls-cli) where it measures the same fact."""
+    from netsurvey.errors import UsageError
+
+    tls_runs = list(ctx.runs_of_kind("tls"))
+    try:
+        so_runs = list(ctx.runs_of_kind("tls-second-opinion"))
+    except UsageError:
+        so_runs = []
+    cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _) in enumerate(_ZOO_FACTS))
+    with ctx.db.connect() as conn:
+        ours = conn.execute(f"SELECT hostname, {cols} FROM tls_handshake WHERE run_id = ANY(%s) AND status = 'success'"
+                            " GROUP BY hostname ORDER BY hostname", (tls_runs,)).fetchall()
+        theirs = {(h, v, m): (r, c) for h, v, m, r, c in conn.execute(
+            "SELECT hostname, version, mechanism, bool_or(resumed)::text, min(client) FROM tls_second_opinion"
+            " WHERE run_id = ANY(%s) AND resumed IS NOT NULL GROUP BY 1, 2, 3", (so_runs,))}
+    rows = []
+    for r in ours:
+        for i, (fact, _, so) in enumerate(_ZOO_FACTS):
+            mine = r[1 + i]
+            other, client = theirs.get((r[0], *so), (None, None)) if so else (None, None)
+            agree = None if other is None or mine is None else ("yes" if other == mine else "NO")
+            rows.append((r[0], fact, mine, other, client, agree))
+    ctx.sample(len(ours), "hosts")
+    ctx.write_csv(["hostname", "fact", "netsurvey", "second_opinion", "second_opinion_client", "agree"], rows)

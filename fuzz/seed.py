@@ -32,6 +32,24 @@ def _ticket_seeds() -> list[bytes]:
     return [t12, t13, struct.pack("!IH", 7200, 65535) + bytes(16)]
 
 
+def _layout_seeds() -> list[bytes]:
+    """Two tickets of each family's layout (wire.py's table), as [count][len16 ticket]..."""
+    import hashlib
+
+    rnd = lambda tag, n: (hashlib.sha256(tag).digest() * (n // 32 + 1))[:n]  # noqa: E731
+    def pack(*ts):
+        return bytes([len(ts)]) + b"".join(struct.pack("!H", len(t)) + t for t in ts)
+    kn = rnd(b"kn", 16)
+    openssl = [kn + rnd(b"iv%d" % i, 16) + rnd(b"c%d" % i, 176) + rnd(b"m%d" % i, 32) for i in range(2)]
+    gnutls = [kn + rnd(b"iv%d" % i, 16) + struct.pack("!H", 160) + rnd(b"c%d" % i, 160) + rnd(b"m%d" % i, 20)
+              for i in range(2)]
+    go = [rnd(b"iv%d" % i, 16) + rnd(b"c%d" % i, 141) + rnd(b"m%d" % i, 32) for i in range(2)]
+    jsse = [b"\x12\x34\x56\x78" + rnd(b"iv%d" % i, 16) + rnd(b"c%d" % i, 150) for i in range(2)]
+    rustls = [kn + rnd(b"n%d" % i, 12) + rnd(b"c%d" % i, 101) for i in range(2)]
+    return [pack(*openssl), pack(*gnutls), pack(*go), pack(*jsse), pack(*rustls), pack(openssl[0]),
+            pack(rnd(b"s", 32), rnd(b"t", 32)), pack()]
+
+
 def _cert_seeds() -> list[bytes]:
     import tempfile
     from pathlib import Path
@@ -126,6 +144,7 @@ SEEDS = {
                             b"\xfe\x0c\xf9\x89" + bytes(8), b"\x22\x02", b"\x22\x01", b"\x22\x28" + bytes(10)],
     "tls_records": _tls_seeds,
     "tls_ticket": _ticket_seeds,
+    "tls_ticket_layout": _layout_seeds,
     "tls_certificate": _cert_seeds,
     "dns_reply": _dns_seeds,
     "quic_version_negotiation": _quic_seeds,

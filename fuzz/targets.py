@@ -85,6 +85,46 @@ def tls_ticket(data: bytes) -> None:
     _check(kn is None or len(kn) == 16, "key_name not 16 bytes")
 
 
+def split_tickets(data: bytes) -> list[bytes]:
+    """Fuzz input -> up to 4 tickets: [count][len16 ticket]... (what is left after the
+    last complete one is dropped)."""
+    if not data:
+        return []
+    out, i = [], 1
+    for _ in range(data[0] % 5):
+        if len(data) - i < 2:
+            break
+        n = int.from_bytes(data[i:i + 2], "big") % 1024
+        out.append(data[i + 2:i + 2 + n])
+        i += 2 + n
+    return out
+
+
+def tls_ticket_layout(data: bytes) -> None:
+    from scanners.tls import wire
+
+    tickets = split_tickets(data)
+    for t in tickets:
+        one = wire.ticket_layout(t)
+        _check(one.family in wire.FAMILIES and one.basis == 1, f"bad single layout {one}")
+        _check(one.key_id_len == wire.FAMILY_KEY_ID_BYTES[one.family], f"key id length {one}")
+        if one.family == "gnutls":
+            _check(len(t) == 16 + 16 + 2 + int.from_bytes(t[32:34], "big") + 20, "gnutls length field")
+        kn = wire.key_name(t)
+        _check(kn is None or (len(kn) == one.key_id_len and t.startswith(kn)), "key_name not the key id")
+    lay = wire.infer_layout(tickets)
+    nonempty = [t for t in tickets if t]
+    _check((lay is None) == (not nonempty), "layout iff tickets")
+    if lay is None:
+        return
+    _check(lay.family in wire.FAMILIES and lay.basis == len(nonempty), f"bad layout {lay}")
+    _check(lay.key_id_len == wire.FAMILY_KEY_ID_BYTES[lay.family], f"key id length {lay}")
+    ids = {wire.key_id(t, lay) for t in nonempty}
+    _check(all(k is None or len(k) == lay.key_id_len for k in ids), "key id of the wrong length")
+    if lay.basis >= 2 and lay.family in ("openssl", "rustls", "jsse"):
+        _check(len(ids) < len(nonempty), "a key id inferred from a prefix that no two tickets share")
+
+
 def tls_certificate(data: bytes) -> None:
     from scanners.tls.engine import certificate_facts
 
@@ -235,6 +275,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tfo_options", tfo_options, "scanners.tfo.packets", "TCP options of SYN-ACKs (TFO cookie)", 40),
     Target("tls_records", tls_records, "scanners.tls.wire", "TLS record splitting, cleartext server flight, alerts"),
     Target("tls_ticket", tls_ticket, "scanners.tls.wire", "NewSessionTicket (1.2/1.3), ticket format, key_name"),
+    Target("tls_ticket_layout", tls_ticket_layout, "scanners.tls.wire",
+           "ticket layout families and key id length over 1-4 tickets (issue 24)"),
     Target("tls_certificate", tls_certificate, "scanners.tls.engine", "DER certificate -> fingerprint, issuer, SANs", 8192),
     Target("dns_reply", dns_reply, "scanners.dns.wire", "DNS replies (names, compression, RRs, EDNS/ECS)", 1500),
     Target("quic_version_negotiation", quic_version_negotiation, "scanners.quic.vn", "QUIC Version Negotiation", 1500),

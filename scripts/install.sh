@@ -27,6 +27,7 @@ APT_PACKAGES=(
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
   chromium chromium-driver firefox-esr
+  gnutls-bin lighttpd lighttpd-mod-openssl haproxy openjdk-17-jdk-headless  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
@@ -40,7 +41,7 @@ if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
     apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts these daemons on install; the testbed runs its own instances.
-    for svc in nginx knot unbound; do
+    for svc in nginx knot unbound lighttpd haproxy; do
       systemctl disable --now "$svc" >/dev/null 2>&1 || true
       pkill -x "$svc" >/dev/null 2>&1 || true
     done
@@ -104,3 +105,6 @@ if [ ! -x "$HOME/.cargo/bin/geckodriver" ] && [ -x "$CARGO_BIN" ]; then
   echo "install: geckodriver (cargo install)"
   "$CARGO_BIN" install -q --locked geckodriver >/dev/null 2>&1 || echo "install: geckodriver build failed (Firefox probes unavailable)"
 fi
+
+# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s).
+scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"

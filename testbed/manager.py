@@ -316,6 +316,11 @@ class Testbed:
             specs += render_hostile(cfg, self.pki_dir)
         except ImportError:
             pass
+        try:  # the server zoo (issue 24)
+            from .zoo import render_zoo
+            specs += render_zoo(cfg, self.pki_dir, self.dir)
+        except ImportError:
+            pass
         return specs
 
     def _quic_specs(self, st: State) -> list[ProcSpec]:
@@ -428,6 +433,11 @@ class Testbed:
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
                 truth["hostile"] = hostile_ground_truth()
+        except ImportError:
+            pass
+        try:  # the server zoo (issue 24)
+            from .zoo import zoo_ground_truth
+            truth["zoo"] = zoo_ground_truth(cfg)
         except ImportError:
             pass
         return truth

@@ -175,3 +175,27 @@ def test_tls_shared_groups_weighted_by_host_and_table_mean(db, tmp_path):
     assert (table["san"]["groups_size_gt1"], table["san"]["hosts"], table["san"]["mean_group_size_gt1"]) == \
         ("2", "6", "2.0")
     assert table["resumption"]["mean_group_size_gt1"] == "4.0" and table["resumption"]["largest"] == "4"
+
+
+def test_zoo_table_puts_the_second_opinion_next_to_ours(db, tmp_path):
+    """zoo-table (issue 24): per host and fact our value, gnutls-cli's where it measures the
+    same fact, and whether they agree (a disagreement reads NO)."""
+    with db.connect() as conn:
+        tls = _run(conn, "tls")
+        so = _run(conn, "tls-second-opinion")
+        for v, idr, tr in (("1.2", False, True), ("1.3", None, True)):
+            conn.execute("INSERT INTO tls_handshake (run_id, hostname, port, version, status, ticket_count,"
+                         " ticket_lifetime, id_resumed, ticket_resumed, ticket_family, ticket_key_id_len)"
+                         " VALUES (%s, 'gotls.zoo.test', 443, %s, 'success', 1, %s, %s, %s, 'go', 0)",
+                         (tls, v, 0 if v == "1.2" else 604800, idr, tr))
+        for v, m, res in (("1.2", "ticket", True), ("1.3", "ticket", True), ("1.2", "id", True)):
+            conn.execute("INSERT INTO tls_second_opinion (run_id, hostname, port, version, mechanism, client, status,"
+                         " resumed) VALUES (%s, 'gotls.zoo.test', 443, %s, %s, 'gnutls-cli 3.7.9', 'success', %s)",
+                         (so, v, m, res))
+    _plot(db, "zoo-table", tmp_path, tls, so)
+    t = {r["fact"]: r for r in _csv(tmp_path / "zoo-table.csv")}
+    assert (t["ticket_resumption_tls12"]["netsurvey"], t["ticket_resumption_tls12"]["agree"]) == ("true", "yes")
+    assert (t["session_id_resumption_tls12"]["second_opinion"], t["session_id_resumption_tls12"]["agree"]) == \
+        ("true", "NO")
+    assert (t["ticket_family"]["netsurvey"], t["ticket_family"]["agree"]) == ("go", "")
+    assert t["tls13_ticket_lifetime_s"]["netsurvey"] == "604800"

@@ -118,6 +118,10 @@ def _atlas_env():
 
 _BROWSER_NA = "a browser visit opens the browser's own connections; pacing, sharding and SIGTERM of browser runs are not promised"
 
+#: tls-second-opinion's rate case: six TLS hosts' addresses (per-destination pacing binds)
+_SO_HOSTS = [("a.test", "198.18.2.20"), ("b.test", "198.18.2.21"), ("t.test", "198.18.2.22"),
+             ("example.test", "198.18.2.9"), ("www.example.test", "198.18.2.10"), ("static.example.test", "198.18.2.11")]
+
 CASES: dict[str, Case] = {
     "tfo": Case(("scan", "tfo"), TFO_HOSTS, ["--list", "{list}", "--cooldown", "0.5"], "on2.tfo.test",
                 rate_args=["--cidr", "198.19.0.0/27", "--cooldown", "0.2"], rate_targets=set(SCALE) | {"198.19.0.0", "198.19.0.31"},
@@ -142,6 +146,15 @@ CASES: dict[str, Case] = {
                        term_hosts="ALL_TLS"),
     "tls-zgrab": Case(("scan", "tls-zgrab"), TLS_HOSTS, ["--list", "{list}", "--no-ipv6"], "b.test",
                       rate_hosts="ALL_TLS", term_hosts="ALL_TLS"),
+    # issue 24: gnutls-cli --resume against explicit HOST=ADDRESS targets (the nginx hosts)
+    "tls-second-opinion": Case(("scan", "tls-second-opinion"), [],
+                               [*_targets("a.test=198.18.2.20", "b.test=198.18.2.21"), "--timeout", "5"], "b.test",
+                               targets={"198.18.2.20", "198.18.2.21"},
+                               rate_args=[*_targets(*([f"{h}={a}" for h, a in _SO_HOSTS] * 4)),
+                                          "--timeout", "5", "--concurrency", "6"],
+                               rate_targets={a for _, a in _SO_HOSTS},
+                               term_args=[*_targets(*(f"a.test=198.18.2.20" for _ in range(40))), "--timeout", "5",
+                                          "--concurrency", "1"]),
     "quic-discover": Case(("scan", "quic-discover"), QUIC_HOSTS, ["--list", "{list}", "--timeout", "1s"], "retry.example.test",
                           rate_args=["--cidr", "198.19.0.0/27", "--timeout", "1s"],
                           rate_targets=set(SCALE) | {"198.19.0.0", "198.19.0.31"},
@@ -201,7 +214,7 @@ CASES: dict[str, Case] = {
 
 #: when netsurvey.measure does not exist yet: every command that contacts the network
 FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "tls-zgrab", "quic-discover", "quic",
-            "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track"]
+            "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion"]
 
 
 def _measurements() -> tuple[list[str], str]:

@@ -24,7 +24,7 @@ from netsurvey.scanning import ScanStatus
 from .results import TicketInfo
 from .tls13 import KeyLog, post_handshake_tickets
 from .wire import ALERTS, client_random, first_alert, key_name, looks_like_tls, parse_cleartext_flight, \
-    split_records, ticket_format
+    split_records, ticket_format, ticket_layout
 
 _TLS_VERSION = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -80,7 +80,8 @@ def default_deadline(timeout: float) -> float:
 
 def _ticket_info(t) -> TicketInfo:
     return TicketInfo(lifetime=t.lifetime, length=len(t.ticket), key_name=key_name(t.ticket),
-                      format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket)
+                      format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket,
+                      family=ticket_layout(t.ticket).family)
 
 
 #: Handshake.error prefix of a certificate that failed verification.
@@ -224,11 +225,19 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
                 await flush()
                 while b"\r\n\r\n" not in plain:
                     try:
-                        plain += obj.read(65536)
+                        got = obj.read(65536)
                     except ssl.SSLWantReadError:
                         await receive()
                     except ssl.SSLZeroReturnError:
                         break
+                    else:
+                        # b'' = the peer closed (ragged EOF is suppressed): stop, or this
+                        # loop spins without awaiting and no deadline can end it. Found by
+                        # the zoo (issue 24): gnutls-serv --http answers HEAD with a bare
+                        # HTML body (no header, so no CRLFCRLF) and closes.
+                        if not got:
+                            break
+                        plain += got
             except (_Closed, ssl.SSLError, OSError):
                 pass   # the handshake succeeded; tickets are whatever arrived
         try:

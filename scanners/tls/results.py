@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .wire import TicketLayout
+
 VERSIONS = ("1.2", "1.3")
 
 
@@ -41,8 +43,11 @@ class TicketInfo:
 
     :ivar lifetime: ticket_lifetime_hint (TLS 1.2) / ticket_lifetime (TLS 1.3), seconds.
     :ivar length: ticket length, bytes.
-    :ivar key_name: first 16 bytes if the ticket follows RFC 5077's structure, else None.
+    :ivar key_name: the key id judged from this ticket's structure alone (16 bytes for the
+        openssl/gnutls/rfc5077 layouts, see wire.ticket_layout), else None.
     :ivar format: ``rfc5077``, ``rfc5077-openssl`` or ``opaque`` (see wire.ticket_format).
+    :ivar family: layout family from this ticket's structure alone (wire.ticket_layout);
+        the probe's verdict over all its tickets is HandshakeObservation.layout.
     :ivar max_early_data: TLS 1.3 early_data extension's max_early_data_size, bytes (None if absent).
     :ivar ticket: the ticket bytes.
     """
@@ -53,6 +58,7 @@ class TicketInfo:
     format: str
     max_early_data: Optional[int]
     ticket: bytes
+    family: str = "unknown"
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,9 @@ class HandshakeObservation:
         certificate fails is measured regardless (a second, unverified handshake), as the
         thesis did: figures may filter on this.
     :ivar cert_error: why verification failed (OpenSSL's verify message), else None.
+    :ivar layout: the ticket layout inferred from every ticket this probe received
+        (wire.infer_layout; None without tickets).
+    :ivar layout_tickets: the ticket bytes that inference compared.
     """
 
     version: str
@@ -101,6 +110,8 @@ class HandshakeObservation:
     handshake_ms: Optional[float] = None
     cert_verified: Optional[bool] = None
     cert_error: Optional[str] = None
+    layout: Optional[TicketLayout] = None
+    layout_tickets: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from netsurvey.writer import ResultWriter
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
 from .results import HandshakeObservation, TlsOptions, TlsSurveyResult
 from .tls13 import KeyLog
+from .wire import infer_layout, key_id, ticket_layout
 
 
 class TlsScanner(Scanner):
@@ -55,18 +56,33 @@ class TlsScanner(Scanner):
         sid_len = len(h.session_id) if version == "1.2" and h.session_id is not None else None
         id_resumed = ticket_resumed = None
         note = h.session_error      # success, but resumption cannot be tried: say why
+        seen = [ti.ticket for ti in h.tickets]       # every ticket of this probe, for the layout
         if o.check_resumption and note is None:
             if h.tickets and h.session is not None:
                 r = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
-                                    keylog=self.keylog, read_tickets=False, deadline=o.deadline)
+                                    keylog=self.keylog, read_tickets=True, deadline=o.deadline)
                 ticket_resumed = r.ok and r.resumed
+                seen += [ti.ticket for ti in r.tickets] if r.ok else []
+            if h.tickets and len(seen) < 2:
+                # One ticket cannot tell a key name from a random IV (wire.infer_layout):
+                # one more fresh handshake gives a second ticket under the same key.
+                x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
+                                    keylog=self.keylog, deadline=o.deadline)
+                seen += [ti.ticket for ti in x.tickets] if x.ok else []
+            lay = infer_layout(seen)
+            if lay is not None and len(seen) == 2 and lay.key_id_len == 0 and all(ticket_layout(s).family == "openssl" for s in seen):
+                # CBC-shaped tickets that differ from byte 0: a Go random IV, or an OpenSSL
+                # key rotated between the two. A third ticket tells (the pair rule).
+                x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
+                                    keylog=self.keylog, deadline=o.deadline)
+                seen += [ti.ticket for ti in x.tickets] if x.ok else []
             if version == "1.2":
                 id_resumed, id_len = await self._check_id(t, version, box, verify)
                 if id_len is not None:
                     sid_len = id_len
         return HandshakeObservation(
             version, h.status.value, note, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
-            id_resumed, ticket_resumed, h.handshake_ms, verified, cert_error)
+            id_resumed, ticket_resumed, h.handshake_ms, verified, cert_error, infer_layout(seen), tuple(seen))
 
     async def _check_id(self, t: ScanTarget, version: str, box: list,
                         verify: bool) -> tuple[Optional[bool], Optional[int]]:
@@ -144,6 +160,7 @@ HANDSHAKE_COLUMNS = [
     ("cert_sha256", "bytea"), ("cert_issuer", "text"), ("cert_sans", "text[]"), ("id_resumed", "bool"),
     ("ticket_resumed", "bool"), ("handshake_ms", "float8"), ("observed_at", "timestamptz"), ("source", "text"),
     ("cert_verified", "bool"), ("cert_error", "text"),
+    ("ticket_family", "text"), ("ticket_key_id_len", "int4"), ("ticket_layout_basis", "int4"),
 ]
 
 
@@ -162,14 +179,18 @@ def handshake_rows(run_id: int, outcome: ScanOutcome, versions: tuple[str, ...],
         for v in versions:
             yield (run_id, t.rank, t.hostname, addr, t.port, v, outcome.status.value, outcome.error,
                    None, None, None, 0, None, None, None, None, None, None, None, None, None, None, None, None,
-                   now, source, None, None)
+                   now, source, None, None, None, None, None)
         return
     for o in outcome.result.observations:
         first = o.tickets[0] if o.tickets else None
+        # key_name = the key id under the layout inferred from all the probe's tickets
+        # (None where the layout has none, e.g. Go's random IV: no rotation is read from it)
+        lay = o.layout if o.layout is not None else (infer_layout([first.ticket]) if first else None)
         yield (run_id, t.rank, t.hostname, addr, t.port, o.version, o.status, o.error, o.negotiated, o.cipher,
                o.session_id_len, len(o.tickets), first.lifetime if first else None,
                first.max_early_data if first else None, first.ticket if first else None,
-               first.length if first else None, first.key_name if first else None,
+               first.length if first else None, key_id(first.ticket, lay) if first else None,
                first.format if first else None, o.cert_sha256, o.cert_issuer,
                list(o.cert_sans) if o.cert_sha256 else None, o.id_resumed, o.ticket_resumed, o.handshake_ms,
-               now, source, o.cert_verified, o.cert_error)
+               now, source, o.cert_verified, o.cert_error, lay.family if lay else None,
+               lay.key_id_len if lay else None, lay.basis if lay else None)

@@ -125,14 +125,17 @@ def parse_new_session_ticket(body: bytes, tls13: bool) -> NewSessionTicket:
 
 
 def ticket_format(ticket: bytes) -> str:
-    """Classify a ticket's structure:
+    """Classify a ticket's structure (the legacy ``ticket_format`` column):
 
     - ``rfc5077``: key_name[16] iv[16] encrypted_state<0..2^16-1> (2-byte length) mac[32],
       exactly as RFC 5077 §4 recommends;
     - ``rfc5077-openssl``: key_name[16] iv[16] CBC blocks (no length field) mac[32], the
       layout OpenSSL (and so nginx, Apache, HAProxy) uses;
-    - ``opaque``: anything else, e.g. a TLS 1.3 stateful ticket (a 32-byte session id) or
-      a vendor format. Only the first two carry a key_name.
+    - ``opaque``: anything else (GnuTLS's 20-byte MAC variant of the first, Go, JSSE,
+      a TLS 1.3 stateful ticket = 32-byte session id, ...).
+
+    Which family issued a ticket and whether it carries a key id is ``ticket_layout`` /
+    ``infer_layout`` below; this function is kept for the ``ticket_format`` column.
     """
     n = len(ticket)
     if n >= KEY_NAME_BYTES + IV_BYTES + 2 + MAC_BYTES:
@@ -145,9 +148,153 @@ def ticket_format(ticket: bytes) -> str:
     return "opaque"
 
 
+# --------------------------------------------------------------------- ticket layouts
+# How each implementation lays out the tickets its *default* ticketer issues (the one a
+# server uses without a ticket-key callback or a custom wrapper). Only the layout is
+# visible to us; the contents are encrypted. Sources (function names are stable across
+# versions; the versions are the ones the testbed's zoo runs or that we read):
+#
+# openssl  key_name[16] iv[16] AES-256-CBC(state, PKCS#7)[16k] HMAC-SHA256[32].
+#          OpenSSL ssl/statem/statem_srvr.c construct_stateless_ticket() (TLSEXT_KEYNAME_LENGTH
+#          16, "AES-256-CBC", iv_len = EVP_CIPHER_CTX_get_iv_length); the same for TLS 1.2
+#          and 1.3. BoringSSL ssl/ssl_session.cc ssl_encrypt_ticket_with_cipher_ctx()
+#          (key_name[16], EVP_aes_128_cbc iv[16], HMAC tlsext_tick_md = SHA-256) and rustls
+#          with the aws-lc-rs provider (rustls/src/crypto/aws_lc_rs/ticketer.rs
+#          Rfc5077Ticketer::encrypt: key_name[16] iv[16] AES-256-CBC mac[32]) are the same
+#          layout and cannot be told apart from OpenSSL by their tickets.
+# gnutls   key_name[16] IV[16] uint16 length AES-256-CBC(state, zero-padded)[16k]
+#          HMAC-SHA1[20]. GnuTLS lib/ext/session_ticket.c _gnutls_encrypt_session_ticket()
+#          and pack_ticket(); sizes in lib/gnutls_int.h (TICKET_KEY_NAME_SIZE 16,
+#          TICKET_IV_SIZE 16, TICKET_MAC_ALGO GNUTLS_MAC_SHA1, TICKET_MAC_SIZE 20), 3.7.9 and
+#          master; TLS 1.3 tickets go through the same function (lib/tls13/session_ticket.c
+#          generate_session_ticket()).
+# rfc5077  key_name[16] iv[16] uint16 length state mac[32]: RFC 5077 §4 "Recommended
+#          Ticket Construction" verbatim (no zoo member uses it; kept from the old parser).
+# go       iv[16] AES-CTR(state)[len(state)] HMAC-SHA256[32] - no key name: the server
+#          tries every key (Go >= 1.21, src/crypto/tls/ticket.go Config.encryptTicket() /
+#          decryptTicket(); Go <= 1.20 prefixed a 16-byte keyName).
+# jsse     key_id[4] (int, +1 per key) iv[16] AES-GCM(state)+tag[16]. OpenJDK
+#          src/java.base/share/classes/sun/security/ssl/SessionTicketExtension.java
+#          SessionTicketSpec.encrypt(); keys change every jdk.tls.server.statelessKeyTimeout
+#          (default 3600 s, KeyState.getCurrentKey()).
+# rustls   key_name[16] nonce[12] ChaCha20-Poly1305(state)+tag[16] with the ring provider
+#          (rustls/src/crypto/ring/ticketer.rs AeadTicketer::encrypt).
+# unknown  anything else, e.g. a TLS 1.3 stateful ticket (OpenSSL with SSL_OP_NO_TICKET
+#          sends a 32-byte session id) or a vendor format.
+#
+# A single ticket proves only the two length-carrying layouts (gnutls, rfc5077). The
+# others are told apart by what stays constant between two tickets of one server: a key
+# id is the same in both (16 bytes: openssl/rustls, 4 bytes: jsse), a random IV is not
+# (go). ``infer_layout`` does that.
+
+GNUTLS_MAC_BYTES = 20
+JSSE_KEY_ID_BYTES = 4
+GO_MIN_BYTES = IV_BYTES + 1 + MAC_BYTES          # iv, >= 1 byte of state, mac
+RUSTLS_RING_MIN_BYTES = KEY_NAME_BYTES + 12 + 16 + 1
+
+#: family -> key id length in bytes (0: the layout has no key id).
+FAMILY_KEY_ID_BYTES = {"openssl": 16, "gnutls": 16, "rfc5077": 16, "rustls": 16, "jsse": 4, "go": 0,
+                       "unknown": 0}
+FAMILIES = tuple(FAMILY_KEY_ID_BYTES)
+
+
+@dataclass(frozen=True)
+class TicketLayout:
+    """The inferred layout of a server's tickets.
+
+    :ivar family: one of FAMILIES (see the table above).
+    :ivar key_id_len: bytes of the key id at the ticket's start (0: no key id, so no
+        STEK rotation can be read from the tickets).
+    :ivar basis: how many tickets the inference compared (1: structure only).
+    """
+
+    family: str
+    key_id_len: int
+    basis: int = 1
+
+
+def _structural(ticket: bytes) -> str:
+    """Family from one ticket's structure alone: ``gnutls`` / ``rfc5077`` (length field
+    and MAC size match exactly), ``openssl`` (CBC-shaped between a 32-byte head and a
+    32-byte MAC: also what a Go ticket of a 16k-byte state looks like), else ``unknown``."""
+    n = len(ticket)
+    if n >= KEY_NAME_BYTES + IV_BYTES + 2 + 16 + GNUTLS_MAC_BYTES:
+        inner = int.from_bytes(ticket[32:34], "big")
+        if inner and inner % 16 == 0 and KEY_NAME_BYTES + IV_BYTES + 2 + inner + GNUTLS_MAC_BYTES == n:
+            return "gnutls"
+        if KEY_NAME_BYTES + IV_BYTES + 2 + inner + MAC_BYTES == n:
+            return "rfc5077"
+    body = n - KEY_NAME_BYTES - IV_BYTES - MAC_BYTES
+    if body >= 16 and body % 16 == 0:
+        return "openssl"
+    return "unknown"
+
+
+def ticket_layout(ticket: bytes) -> TicketLayout:
+    """The layout of one ticket from its structure alone (basis 1)."""
+    fam = _structural(ticket)
+    return TicketLayout(fam, FAMILY_KEY_ID_BYTES[fam], 1)
+
+
+def _common_prefix(tickets: list[bytes]) -> int:
+    """The longest prefix some two of the tickets share (a pair, not all: a key rotation
+    between two of a probe's tickets must not hide the key id the others share)."""
+    best = 0
+    for i, a in enumerate(tickets):
+        for b in tickets[i + 1:]:
+            n = min(len(a), len(b))
+            k = 0
+            while k < n and a[k] == b[k]:
+                k += 1
+            best = max(best, k)
+    return best
+
+
+def infer_layout(tickets) -> Optional[TicketLayout]:
+    """The layout of a server's tickets from all tickets one probe received (same server,
+    same moment, so mostly the same ticket key). None without tickets. With one ticket, the
+    structure decides (``ticket_layout``). With two or more, the longest prefix two of
+    them share decides
+    where the structure cannot: >= 16 equal bytes = a 16-byte key name (openssl, or
+    rustls when not CBC-shaped), 4..15 = JSSE's 4-byte key id, < 4 = a random IV first
+    (go, if long enough; else unknown). The length-carrying layouts (gnutls, rfc5077) are
+    kept whatever the prefix (a key change between the two tickets does not change the
+    layout)."""
+    tickets = [bytes(t) for t in tickets if t]
+    if not tickets:
+        return None
+    fams = {_structural(t) for t in tickets}
+    if len(tickets) == 1:
+        return ticket_layout(tickets[0])
+    basis = len(tickets)
+    if len(fams) == 1 and next(iter(fams)) in ("gnutls", "rfc5077"):
+        fam = next(iter(fams))
+        return TicketLayout(fam, FAMILY_KEY_ID_BYTES[fam], basis)
+    p = _common_prefix(tickets)
+    shortest = min(len(t) for t in tickets)
+    if p >= KEY_NAME_BYTES:
+        fam = "openssl" if fams == {"openssl"} else ("rustls" if shortest >= RUSTLS_RING_MIN_BYTES else "unknown")
+    elif p >= JSSE_KEY_ID_BYTES:
+        fam = "jsse" if shortest >= JSSE_KEY_ID_BYTES + IV_BYTES + 16 else "unknown"
+    else:
+        fam = "go" if shortest >= GO_MIN_BYTES else "unknown"
+    if fam == "unknown":
+        return TicketLayout("unknown", 0, basis)
+    return TicketLayout(fam, FAMILY_KEY_ID_BYTES[fam], basis)
+
+
+def key_id(ticket: bytes, layout: Optional[TicketLayout]) -> Optional[bytes]:
+    """The key id bytes of ``ticket`` under ``layout`` (None where the layout has none)."""
+    if layout is None or layout.key_id_len <= 0 or len(ticket) < layout.key_id_len:
+        return None
+    return bytes(ticket[:layout.key_id_len])
+
+
 def key_name(ticket: bytes) -> Optional[bytes]:
-    """The first 16 bytes of a ticket following RFC 5077's structure, else None."""
-    return ticket[:KEY_NAME_BYTES] if ticket_format(ticket) != "opaque" else None
+    """The key id of one ticket judged by its structure alone (16 bytes for the
+    openssl/gnutls/rfc5077 layouts), else None. A probe with several tickets uses
+    ``infer_layout`` + ``key_id`` instead."""
+    return key_id(ticket, ticket_layout(ticket))
 
 
 def client_random(client_hello_record: bytes) -> Optional[bytes]:

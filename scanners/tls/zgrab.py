@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from netsurvey.errors import UsageError
 from netsurvey.gotools import require_tool
 
-from .wire import key_name, ticket_format
+from .wire import key_name, ticket_format, ticket_layout
 
 
 
@@ -113,6 +113,7 @@ def _row(line: str, run_id: int) -> tuple:
     ok = status == "success"
     error = _typed(tls, ("error",), str)
     lifetime = _typed(tls, hl + ("session_ticket", "lifetime_hint"), int, int_below=2**32)  # uint32
+    lay = ticket_layout(ticket) if ticket else None     # one ticket: structure only (basis 1)
     return (run_id, None, _typed(rec, ("domain",), str) or ip, address, 443, "1.2",
             "success" if ok else _status(status), None if ok else (error or status)[:200],
             _typed(tls, hl + ("server_hello", "version", "name"), str),
@@ -124,7 +125,8 @@ def _row(line: str, run_id: int) -> tuple:
             sans if ok else None, None, None, None, dt.datetime.now(dt.timezone.utc), "zgrab2",
             # zgrab2 completes handshakes with bad certificates and says so (its own validation)
             _typed(tls, hl + ("server_certificates", "validation", "browser_trusted"), bool),
-            _typed(tls, hl + ("server_certificates", "validation", "browser_error"), str))
+            _typed(tls, hl + ("server_certificates", "validation", "browser_error"), str),
+            lay.family if lay else None, lay.key_id_len if lay else None, lay.basis if lay else None)
 
 
 def rows_from_zgrab(lines: Iterable[str], run_id: int, bad: Optional[list[BadZgrabLine]] = None,

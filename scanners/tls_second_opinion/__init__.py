@@ -1,0 +1,1 @@
+"""The tls-second-opinion measurement (netsurvey new-measurement scaffold)."""

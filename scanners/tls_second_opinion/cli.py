@@ -1,0 +1,88 @@
+"""`netsurvey scan tls-second-opinion`: resumption verdicts of gnutls-cli (issue 24)."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import shutil
+from typing import List, Optional
+
+import typer
+
+from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+
+COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
+           ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool")]
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @measurement(scan_app, "tls-second-opinion", tables=("tls_second_opinion",))
+    def scan_tls_second_opinion(
+        target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
+        port: int = typer.Option(443, "--port", help="TCP port."),
+        timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds one gnutls-cli run may take."),
+        ca_file: Optional[str] = typer.Option(None, "--ca-file",
+                                              help="PEM trust anchors (default: $SSL_CERT_FILE if set)."),
+        concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
+    ) -> None:
+        """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
+        session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`."""
+        from netsurvey.clictx import open_scan
+        from netsurvey.scanning import run_scan
+        from netsurvey.writer import ResultWriter
+
+        from .scanner import Options, TlsSecondOpinionScanner
+
+        if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
+            raise UsageError("--timeout must be positive, --concurrency at least 1, --port 1..65535")
+        client = shutil.which("gnutls-cli")
+        if client is None:
+            raise UsageError("gnutls-cli not found (Debian gnutls-bin; scripts/install.sh installs it)")
+        ca = ca_file or os.environ.get("SSL_CERT_FILE")
+        if ca and not os.path.isfile(ca):
+            raise UsageError(f"--ca-file {ca}: no such file")
+        targets = [_target(t, port) for t in target]
+        ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s},
+                        targets=targets, concurrency=concurrency)
+        scanner = TlsSecondOpinionScanner()
+        scanner.init(Options(timeout_s=timeout_s, ca_file=ca, client=client), ctx)
+        version = _client_version(client)
+        with ResultWriter(ctx.db, "tls_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
+            def write(o):
+                addr = ipaddress.ip_address(o.target.address) if o.target.address else None
+                if o.result is None:
+                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, None, None, version,
+                             o.status.value, o.error, None))
+                    return
+                for v in o.result.verdicts:
+                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, v.version, v.mechanism, version,
+                             "success" if v.resumed is not None else "application-error", v.error, v.resumed))
+            counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
+        ctx.run.finish("finished", counts)
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        else:
+            print(f"tls-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+    def _target(text: str, port: int):
+        from netsurvey.scanning import ScanTarget
+
+        host, sep, addr = text.partition("=")
+        try:
+            if not sep or not host.strip():
+                raise ValueError
+            return ScanTarget(host.strip().lower().rstrip("."), str(ipaddress.ip_address(addr.strip())), port)
+        except ValueError:
+            raise UsageError(f"--target {text!r}: expected HOST=ADDRESS") from None
+
+
+def _client_version(client: str) -> str:
+    import re
+    import subprocess
+
+    r = subprocess.run([client, "--version"], capture_output=True, text=True)
+    m = re.search(r"(\d+\.\d+\.\d+)", r.stdout)
+    return f"gnutls-cli {m.group(1)}" if m else "gnutls-cli"

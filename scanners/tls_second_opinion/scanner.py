@@ -1,0 +1,89 @@
+"""A second opinion on TLS resumption from an independent TLS stack (issue 24): GnuTLS's
+``gnutls-cli --resume`` connects, then reconnects offering the session, and says whether
+the server resumed it. Three checks per target: ticket resumption with TLS 1.2 and TLS 1.3
+and session-ID resumption with TLS 1.2 (priority ``%NO_TICKETS``: no session_ticket
+extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c)."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Optional
+
+from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+
+#: (mechanism, version) -> gnutls-cli priority string.
+CHECKS = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3",
+          ("ticket", "1.3"): "NORMAL:-VERS-ALL:+VERS-TLS1.3",
+          ("id", "1.2"): "NORMAL:-VERS-TLS1.3:%NO_TICKETS"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """:ivar timeout_s: seconds one gnutls-cli run (two handshakes) may take.
+    :ivar ca_file: PEM trust anchors for gnutls-cli (None: its system default).
+    :ivar client: the gnutls-cli executable."""
+
+    timeout_s: float = 10.0
+    ca_file: Optional[str] = None
+    client: str = "gnutls-cli"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check. :ivar resumed: gnutls-cli reported '*** This is a resumed session' (None
+    if the first handshake did not complete: ``error`` says why)."""
+
+    mechanism: str
+    version: str
+    resumed: Optional[bool]
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Result:
+    verdicts: tuple[Verdict, ...]
+
+
+class TlsSecondOpinionScanner(Scanner):
+    name = "tls-second-opinion"
+
+    async def scan(self, target: ScanTarget) -> ScanOutcome:
+        verdicts = []
+        first = True
+        for (mech, version), prio in CHECKS.items():
+            # one gnutls-cli run = two connections; the run path paced this target's first
+            # connection, every other one waits for the run's limiter (etiquette rates
+            # count connections, not targets)
+            for _ in range(1 if first else 2):
+                await self.ctx.limiter.acquire(target.address)
+            first = False
+            verdicts.append(await self._check(target, mech, version, prio))
+        ok = [v for v in verdicts if v.resumed is not None]
+        if not ok:
+            return ScanOutcome(target, ScanStatus.APPLICATION_ERROR, Result(tuple(verdicts)), verdicts[0].error)
+        return ScanOutcome(target, ScanStatus.SUCCESS, Result(tuple(verdicts)))
+
+    async def _check(self, t: ScanTarget, mech: str, version: str, prio: str) -> Verdict:
+        o = self.options
+        argv = [o.client, "--resume", "--priority", prio, "-p", str(t.port)]
+        if o.ca_file:
+            argv += ["--x509cafile", o.ca_file]
+        if t.hostname:
+            argv += ["--sni-hostname", t.hostname, "--verify-hostname", t.hostname]
+        argv.append(t.address)
+        try:
+            p = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:
+            return Verdict(mech, version, None, f"client: {exc.strerror or exc}"[:200])
+        try:
+            out, err = await asyncio.wait_for(p.communicate(), o.timeout_s)
+        except asyncio.TimeoutError:
+            p.kill()
+            await p.wait()
+            return Verdict(mech, version, None, "timeout")
+        text = out.decode(errors="replace")
+        if "Handshake was completed" not in text:
+            last = (err.decode(errors="replace").strip().splitlines() or text.strip().splitlines() or ["?"])[-1]
+            return Verdict(mech, version, None, f"handshake: {last}"[:200])
+        return Verdict(mech, version, "This is a resumed session" in text)

@@ -1,0 +1,3 @@
+module netsurvey.test/zoo/gotls
+
+go 1.24

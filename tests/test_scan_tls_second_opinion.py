@@ -1,0 +1,96 @@
+"""scan tls-second-opinion (issue 24) against a local stock gnutls-serv: gnutls-cli's
+verdicts land in tls_second_opinion; bad input is one line and exit 2; a dry run
+contacts nothing. The zoo hosts' verdicts are checked in test_zoo_tls.py."""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("gnutls-cli") is None or shutil.which("gnutls-serv") is None,
+                                reason="gnutls-bin not installed (scripts/install.sh)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gnutls_serv(tmp_path):
+    from testbed.pki import ensure_ca, issue_cert
+
+    ca, _ = ensure_ca(tmp_path / "pki")
+    cert, key = issue_cert(tmp_path / "pki", "local.zoo.test", ["local.zoo.test"])
+    port = _free_port()
+    p = subprocess.Popen(["gnutls-serv", "--http", "-p", str(port), "--x509certfile", str(cert),
+                          "--x509keyfile", str(key)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
+    yield port, str(ca), cfg
+    p.terminate()
+    p.wait(timeout=5)
+
+
+def test_verdicts_of_a_stock_gnutls_serv(db, gnutls_serv):
+    port, ca, cfg = gnutls_serv
+    r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "local.zoo.test=127.0.0.1",
+                "--port", str(port), "--ca-file", ca, "--json", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        rows = conn.execute("SELECT version, mechanism, status, resumed, client FROM tls_second_opinion"
+                            " WHERE run_id = %s ORDER BY 1, 2", (run_id,)).fetchall()
+    # gnutls-serv keeps a session cache and issues tickets (src/serv.c), so all three resume
+    assert [r[:4] for r in rows] == [("1.2", "id", "success", True), ("1.2", "ticket", "success", True),
+                                     ("1.3", "ticket", "success", True)], rows
+    assert rows[0][4].startswith("gnutls-cli 3.")
+
+
+def test_wrong_name_is_no_verdict(db, gnutls_serv):
+    port, ca, cfg = gnutls_serv
+    r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "other.zoo.test=127.0.0.1",
+                "--port", str(port), "--ca-file", ca, "--json", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        rows = conn.execute("SELECT status, resumed, error FROM tls_second_opinion WHERE run_id = %s", (run_id,)).fetchall()
+    assert len(rows) == 3 and all(s == "application-error" and res is None and e for s, res, e in rows), rows
+
+
+@pytest.mark.parametrize("args", [["--target", "127.0.0.1"], ["--target", "x.test=not-an-ip"],
+                                  ["--target", "x.test=127.0.0.1", "--timeout", "0"],
+                                  ["--target", "x.test=127.0.0.1", "--ca-file", "/nonexistent.pem"]])
+def test_bad_input_is_one_line_exit_2(db, args):
+    r = run_cli("scan", "tls-second-opinion", *args, dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'tls-second-opinion'").fetchone()[0] == 0
+
+
+def test_dry_run_contacts_nothing(db, tmp_path):
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
+    r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "x.test=127.0.0.1", "--port", str(port),
+                "--dry-run", dsn=db.dsn)
+    assert r.returncode == 0 and "1 targets would be probed" in r.stdout, (r.stdout, r.stderr)
+    with pytest.raises(socket.timeout):
+        srv.accept()
+    srv.close()
