@@ -167,7 +167,8 @@ def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
                             "-t" if proto == "tcp" else "-u", f"sport = :{port}"],
                            capture_output=True, text=True)
         want = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-        if want in r.stdout or f"*:{port}" in r.stdout or f"0.0.0.0:{port}" in r.stdout:
+        mapped = f"[::ffff:{addr}]:{port}"   # an IPv4 address on a dual-stack socket (Java)
+        if want in r.stdout or mapped in r.stdout or f"*:{port}" in r.stdout or f"0.0.0.0:{port}" in r.stdout:
             return
         time.sleep(0.05)
     raise RuntimeError(f"{spec.name} not ready on {port_check} after {timeout:.0f} s")
@@ -384,7 +385,7 @@ class Testbed:
                                  env=env, start_new_session=True)
         st.procs.append(ProcState(spec.name, spec.namespace, p.pid, spec.argv, str(log)))
         st.save()
-        _wait_ready(spec, p.pid)
+        _wait_ready(spec, p.pid, spec.ready_timeout_s)
 
     # ---------------------------------------------------------------- status
     def healthy(self, st: State) -> bool:

@@ -21,6 +21,8 @@ class ProcSpec:
     :param argv: command line; must stay in the foreground (the manager records its PID).
     :param env: extra environment variables.
     :param ready_tcp / ready_udp: (address, port) that accepts connections / is bound once ready.
+    :param ready_timeout_s: how long start-up may take (a JVM compiling its server from
+        source needs more than a daemon, more still on a loaded machine).
     """
 
     name: str
@@ -29,3 +31,4 @@ class ProcSpec:
     env: dict[str, str] = field(default_factory=dict)
     ready_tcp: tuple[str, int] | None = None
     ready_udp: tuple[str, int] | None = None
+    ready_timeout_s: float = 8.0

@@ -185,7 +185,8 @@ def render_zoo(cfg, pki_dir: Path, state_dir: Path | None = None) -> list:
             server = [shutil.which("gnutls-serv"), "--http", "-p", str(h.port),
                       "--x509certfile", str(cert), "--x509keyfile", str(key)]
         specs.append(ProcSpec(name=f"zoo-{h.label}", namespace=h.namespace, argv=[*wrap, *adds, "--", *server],
-                              env=env, ready_tcp=(h.addresses[0], h.port)))
+                              env=env, ready_tcp=(h.addresses[0], h.port),
+                              ready_timeout_s=60.0 if h.label == "jsse" else 8.0))   # javac + JVM start
     return specs
 
 
