@@ -50,6 +50,13 @@ QUIC_STATES = {"quic-token": "qlife.track.test", "quic-psk": "qlife.track.test"}
 STATES = tuple(TLS_STATES) + tuple(QUIC_STATES)
 # a short-lived host of the same kind (tests: the browser must not outlive the server's limit)
 SHORT_HOSTS = {"tls13-psk": "hint.track.test"}
+# Older testbed configurations lack the life* hosts: the longest-lived host of each kind.
+# The server's clock is real, so a probe (seconds of real time) never reaches its limit;
+# only what the browser is *told* limits it: nothing for session IDs (no lifetime is sent)
+# and QUIC tokens (token max age is never announced), the 600 s hint of tls12.track.test,
+# the 1-day ticket lifetime of t.test and the 1-hour QUIC ticket lifetime of www.example.test.
+FALLBACK_HOSTS = {"tls12-session-id": "id.track.test", "tls12-ticket": "tls12.track.test",
+                  "tls13-psk": "t.test", "quic-token": "www.example.test", "quic-psk": "www.example.test"}
 NO_HTTP3 = {"webkit": "WebKitGTK 2.50 has no HTTP/3 (libsoup 3 speaks HTTP/1.1 and HTTP/2 only)"}
 
 
@@ -67,6 +74,11 @@ class Target:
     server_limit_s: float
     transport: str = "tcp"
     quic_config: Optional[Path] = None
+    addresses: tuple[str, ...] = ()
+
+    @property
+    def all_addresses(self) -> set[str]:
+        return set(self.addresses) | {self.address}
 
 
 def targets(truth: dict, short: bool = False) -> dict[str, Target]:
@@ -77,14 +89,18 @@ def targets(truth: dict, short: bool = False) -> dict[str, Target]:
     out = {}
     for st, (host, _m) in TLS_STATES.items():
         host = SHORT_HOSTS.get(st, host) if short else host
+        host = host if host in tls else FALLBACK_HOSTS[st]
         if host in tls:
-            out[st] = Target(st, host, tls[host]["addresses"][0], float(tls[host]["session_timeout"]))
+            a = tuple(tls[host]["addresses"])
+            out[st] = Target(st, host, a[0], float(tls[host]["session_timeout"]), addresses=a)
     from .quic_tracking import QUIC_STATE
     for st, host in QUIC_STATES.items():
+        host = host if host in quic else FALLBACK_HOSTS[st]
         if host in quic and not short:
             h = quic[host]
             limit = float(h["token_max_age"] if st == "quic-token" else h["ticket_lifetime"])
-            out[st] = Target(st, host, h["addresses"][0], limit, "quic", QUIC_STATE / f"{host}.json")
+            out[st] = Target(st, host, h["addresses"][0], limit, "quic", QUIC_STATE / f"{host}.json",
+                             tuple(h["addresses"]))
     return out
 
 
@@ -143,7 +159,7 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
     prof = Path(tempfile.mkdtemp(prefix=f"life-{browser}-", dir=profile_root))
     spec = prof / "clock.spec"
     set_clock_offset(spec, 0)
-    owners = SocketOwners({target.address})
+    owners = SocketOwners(target.all_addresses)
     b = None
     version = ""
     url = f"https://{target.host}/"
@@ -201,7 +217,7 @@ def probe_quic(browser: str, target: Target, offset_s: float,
     set_clock_offset(spec, 0)
     bo = BrowserOptions(browser=browser, profile_dir=prof / "p", faketime=spec,
                         quic_origins=(f"{target.host}:443",), spki_hashes=(spki_sha256_b64(Path(conf["certfile"])),))
-    owners = SocketOwners({target.address})
+    owners = SocketOwners(target.all_addresses)
     b = None
     version = ""
     try:
@@ -327,7 +343,7 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
 
     tgts = targets(truth, short=short)
     osd = os_description()
-    tls_addrs = {tgts[s].address for s in states if s in tgts and tgts[s].transport == "tcp"}
+    tls_addrs = set().union(*[tgts[s].all_addresses for s in states if s in tgts and tgts[s].transport == "tcp"])
     obs = ObserverProcess(tls_addrs) if tls_addrs else None
     conn = db.connect()
     counter = [0]
@@ -368,10 +384,18 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
                         ps.append(p)
                     yes = [p.age_s for p in ps if p.presented and p.age_s is not None]
                     no = [p.age_s for p in ps if p.presented is False and p.age_s is not None]
-                    status = "n/a" if not yes and not no else ("never-presented" if not yes else
-                                                               ("at-least-max" if not no else "measured"))
+                    top = max(ps, key=lambda p: p.offset_s)
+                    if yes and no:
+                        status = "measured"
+                    elif no and not yes:
+                        status = "never-presented"
+                    elif yes and top.presented:
+                        status = "at-least-max"
+                    else:
+                        status = "n/a"
                     res = Bisection(st, ps, max(yes) if yes else None, min(no) if no else None, status,
-                                    "probes at fixed offsets, not a bisection")
+                                    "probes at fixed offsets, not a bisection" +
+                                    ("" if status != "n/a" else f"; inconclusive: {top.detail}"))
                 else:
                     res = bisect_lifetime(one, st, max_age_s, rel, abs_s,
                                           on_probe=lambda p, _b=browser, _t=t: store(_b, _t, p))
