@@ -242,7 +242,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         try:
             results = run_lifetime(ctx.db, ctx.run.id, truth, list(browser), states, max_age_days * 86400,
                                    resolution_pct / 100, resolution_s, list(offset), short,
-                                   log=None if as_json else (lambda m: print(m, file=sys.stderr)))
+                                   log=lambda m: print(m, file=sys.stderr, flush=True))
         except BaseException:
             ctx.run.finish("failed", {})
             raise

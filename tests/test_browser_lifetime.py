@@ -1,0 +1,120 @@
+"""The browser's own lifetime of resumption state (issue 27, browser_probes/lifetime.py):
+the bisection over clock-shifted probes (pure), and real browsers whose clock is moved with
+libfaketime against testbed hosts whose limit is known: a browser cannot present state older
+than the server's own lifetime (hint.track.test: 4 s), and presents session IDs the server
+never told it a lifetime for. The full 30-day bisection is slow-marked."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+from browser_probes.lifetime import ProbeResult, bisect_lifetime, resolution_s
+
+HAVE = {"chromium": os.path.exists("/usr/bin/chromedriver"),
+        "webkit": os.path.exists("/usr/bin/WebKitWebDriver") and os.path.exists("/usr/bin/Xvfb"),
+        "faketime": os.path.exists("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")}
+
+
+def _synthetic(limit_s: float, gap_s: float = 3.0):
+    calls = []
+
+    def probe(off: float) -> ProbeResult:
+        age = off + gap_s
+        calls.append(off)
+        return ProbeResult("tls13-psk", "x.test", off, age, age <= limit_s, age <= limit_s, "synthetic")
+    return probe, calls
+
+
+@pytest.mark.parametrize("limit_s", [7200.0, 86400.0, 7 * 86400.0, 100.0])
+def test_bisection_brackets_a_known_limit_within_the_resolution(limit_s):
+    probe, calls = _synthetic(limit_s)
+    b = bisect_lifetime(probe, "tls13-psk")
+    assert b.status == "measured"
+    assert b.longest_presented_s <= limit_s < b.shortest_absent_s
+    # resolution: 1 % of the age or one minute (ages = offsets + the constant gap)
+    assert b.shortest_absent_s - b.longest_presented_s <= resolution_s(b.longest_presented_s)
+    assert len(calls) <= 25 and len(b.probes) == len(calls)
+
+
+def test_bisection_edges_and_inconclusive_probes():
+    probe, _ = _synthetic(40 * 86400.0)
+    b = bisect_lifetime(probe, "tls12-ticket")
+    assert b.status == "at-least-max" and b.shortest_absent_s is None and len(b.probes) == 2
+    probe, _ = _synthetic(1.0)       # gap 3 s > limit: never presented
+    b = bisect_lifetime(probe, "tls12-ticket")
+    assert b.status == "never-presented" and b.longest_presented_s is None and len(b.probes) == 1
+
+    def na(off):
+        return ProbeResult("quic-psk", "x.test", off, None, None, None, "n/a: no HTTP/3")
+    b = bisect_lifetime(na, "quic-psk")
+    assert b.status == "n/a" and b.detail == "n/a: no HTTP/3"
+
+
+def _lifetime(db, *args, timeout=240):
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "browser",
+                "lifetime", *args, "--json", dsn=db.dsn, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not (HAVE["chromium"] and HAVE["webkit"] and HAVE["faketime"]),
+                    reason="chromium-driver, webkit2gtk-driver/xvfb and faketime needed")
+def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
+    """hint.track.test announces 4 s: at an age of one hour (clock moved) no browser may
+    present its PSK; every probe's server-side evidence holds context 1's handshake."""
+    truth = testbed.status()["ground_truth"]
+    limit = next(h["session_timeout"] for h in truth["tls_hosts"] if h["hostname"] == "hint.track.test")
+    out = _lifetime(db, "--browser", "chromium", "--browser", "webkit", "--state", "tls13-psk", "--short",
+                    "--offset", "3600")
+    assert {r["browser"] for r in out["results"]} == {"chromium", "webkit"}
+    with db.connect() as conn:
+        probes = conn.execute(
+            "SELECT browser, server_name, server_limit_s, clock_offset_s, age_s, presented, evidence"
+            " FROM browser_lifetime_probe WHERE run_id = %s", (out["run_id"],)).fetchall()
+        assert len(probes) == 2
+        for browser, host, lim, off, age, presented, ev in probes:
+            assert host == "hint.track.test" and lim == limit and off == 3600
+            assert age is not None and age >= 3600 > limit
+            assert presented is False, (browser, ev)
+            assert ev["first"] and all(e.get("server_version") == "1.3" for e in ev["first"])
+            assert ev["second"] and not any(e.get("psk_identities") for e in ev["second"])
+        rows = conn.execute("SELECT browser, status, longest_presented_age_s FROM browser_lifetime WHERE run_id = %s",
+                            (out["run_id"],)).fetchall()
+        assert sorted(rows) == [("chromium", "never-presented", None), ("webkit", "never-presented", None)]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not (HAVE["chromium"] and HAVE["faketime"]), reason="chromium-driver and faketime needed")
+def test_chromium_presents_a_session_id_the_server_gave_no_lifetime_for(db, testbed):
+    """TLS 1.2 session IDs carry no lifetime: the server (real clock, 600 s cache) resumes
+    one a day later in the browser's clock; the presented ID equals the one it issued."""
+    out = _lifetime(db, "--browser", "chromium", "--state", "tls12-session-id", "--offset", "86400")
+    (res,) = out["results"]
+    assert res["status"] == "at-least-max" and res["longest_presented_age_s"] >= 86400
+    with db.connect() as conn:
+        (ev, accepted), = conn.execute("SELECT evidence, accepted FROM browser_lifetime_probe WHERE run_id = %s",
+                                       (out["run_id"],)).fetchall()
+    issued = {e["server_session_id"] for e in ev["first"] if e.get("server_session_id")}
+    assert accepted and any(e.get("session_id") in issued for e in ev["second"])
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.parametrize("browser", ["chromium", "firefox", "webkit"])
+def test_full_30_day_bisection(db, testbed, browser):
+    """The documented measurement: every state, ages up to 30 days, 1 % / 1 min resolution.
+    Each result is bracketed (or at-least-max / never-presented / n/a with a reason)."""
+    out = _lifetime(db, "--browser", browser, "--state", "all", timeout=3600)
+    for r in out["results"]:
+        assert r["status"] in ("measured", "at-least-max", "never-presented", "n/a")
+        if r["status"] == "measured":
+            lo, hi = r["longest_presented_age_s"], r["shortest_absent_age_s"]
+            assert lo < hi and hi - lo <= resolution_s(lo) + 30   # + the real seconds of a probe
+        if r["status"] == "n/a":
+            assert r["detail"]
