@@ -57,6 +57,15 @@ SHORT_HOSTS = {"tls13-psk": "hint.track.test"}
 # the 1-day ticket lifetime of t.test and the 1-hour QUIC ticket lifetime of www.example.test.
 FALLBACK_HOSTS = {"tls12-session-id": "id.track.test", "tls12-ticket": "tls12.track.test",
                   "tls13-psk": "t.test", "quic-token": "www.example.test", "quic-psk": "www.example.test"}
+# engines that cannot run under libfaketime here: n/a with the reason
+NO_FAKETIME = {"firefox": "Firefox ESR 153 hangs at start under libfaketime 0.9.10 (even `firefox-esr --version` "
+                          "with FAKETIME=+0; with real or faked monotonic clocks, libfaketime or libfaketimeMT, "
+                          "FAKETIME_DISABLE_SHM: tried here), so its clock cannot be moved"}
+# WebKit (glib-networking) keys its session cache by server *address*, host name, port and
+# client certificate (gtlsclientconnection-gnutls.c, g_tls_client_connection_gnutls_compute_session_id:
+# "%s/%s/%d/%s"): on a dual-stack host a revisit over the other address family never resumes,
+# so its TLS 1.3 lifetime needs an IPv4-only host (t.test is dual-stack).
+FALLBACK_BY_BROWSER = {"webkit": {"tls13-psk": "track.test"}}
 NO_HTTP3 = {"webkit": "WebKitGTK 2.50 has no HTTP/3 (libsoup 3 speaks HTTP/1.1 and HTTP/2 only)"}
 
 
@@ -81,7 +90,7 @@ class Target:
         return set(self.addresses) | {self.address}
 
 
-def targets(truth: dict, short: bool = False) -> dict[str, Target]:
+def targets(truth: dict, short: bool = False, browser: str = "") -> dict[str, Target]:
     """The lifetime targets from the testbed ground truth (``short``: the 4 s hint host for
     tls13-psk, where the answer is known: at most the server's limit)."""
     tls = {h["hostname"]: h for h in truth["tls_hosts"]}
@@ -89,7 +98,7 @@ def targets(truth: dict, short: bool = False) -> dict[str, Target]:
     out = {}
     for st, (host, _m) in TLS_STATES.items():
         host = SHORT_HOSTS.get(st, host) if short else host
-        host = host if host in tls else FALLBACK_HOSTS[st]
+        host = host if host in tls else FALLBACK_BY_BROWSER.get(browser, {}).get(st, FALLBACK_HOSTS[st])
         if host in tls:
             a = tuple(tls[host]["addresses"])
             out[st] = Target(st, host, a[0], float(tls[host]["session_timeout"]), addresses=a)
@@ -341,9 +350,10 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
     browser_lifetime_probe and the results in browser_lifetime. Returns the result rows."""
     from .tracking import os_description
 
-    tgts = targets(truth, short=short)
+    per_browser = {b: targets(truth, short=short, browser=b) for b in browsers}
     osd = os_description()
-    tls_addrs = set().union(*[tgts[s].all_addresses for s in states if s in tgts and tgts[s].transport == "tcp"])
+    tls_addrs = set().union(*[t.all_addresses for tg in per_browser.values() for s, t in tg.items()
+                              if s in states and t.transport == "tcp"])
     obs = ObserverProcess(tls_addrs) if tls_addrs else None
     conn = db.connect()
     counter = [0]
@@ -364,6 +374,7 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
 
     try:
         for browser in browsers:
+            tgts = per_browser[browser]
             for st in states:
                 if st not in tgts:
                     raise RuntimeError(f"the testbed has no host for {st} (config/testbed.toml: life*.track.test)")
@@ -376,6 +387,8 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
 
                 if browser in NO_HTTP3 and t.transport == "quic":
                     res = Bisection(st, [], None, None, "n/a", NO_HTTP3[browser])
+                elif browser in NO_FAKETIME:
+                    res = Bisection(st, [], None, None, "n/a", NO_FAKETIME[browser])
                 elif offsets:
                     ps = []
                     for off in offsets:
