@@ -134,7 +134,7 @@ def duration(s) -> str:
     for unit, n in (("days", 86400), ("h", 3600), ("min", 60)):
         if s >= n:
             v = s / n
-            return f"{v:.1f} {unit}" if v < 10 else f"{v:.0f} {unit}"
+            return f"{v:.2f} {unit}" if v < 10 else (f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}")
     return f"{s:.0f} s"
 
 
@@ -143,6 +143,8 @@ def lifetime_cell(status: str, lo, hi, limit, max_age, detail) -> str:
     or at-least / none / n/a, with the server's announced limit when that bounded it."""
     if status == "n/a":
         return f"n/a: {detail}" if detail else "n/a"
+    if status == "inconsistent":
+        return f"inconsistent: {detail}" if detail else "inconsistent"
     if status == "never-presented":
         return f"none (not presented at {duration(hi)})"
     if status == "at-least-max":

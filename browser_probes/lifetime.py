@@ -291,7 +291,7 @@ class Bisection:
     probes: list[ProbeResult]
     longest_presented_s: Optional[float]
     shortest_absent_s: Optional[float]
-    status: str          # measured | at-least-max | never-presented | n/a
+    status: str          # measured | at-least-max | never-presented | inconsistent | n/a
     detail: str = ""
 
 
@@ -340,7 +340,20 @@ def bisect_lifetime(probe: Callable[[float], ProbeResult], state: str, max_age_s
             lo, lo_age = mid, p.age_s
         else:
             hi, hi_age = mid, p.age_s
-    return Bisection(state, probes, lo_age, hi_age, "measured")
+    return check_consistent(Bisection(state, probes, lo_age, hi_age, "measured"))
+
+
+def check_consistent(b: Bisection) -> Bisection:
+    """A browser that presents state at some age must present it at every shorter one: if a
+    probe presented at an age above one that did not, the bracket means nothing and the
+    result is ``inconsistent`` (seen with Chromium under a faked monotonic clock)."""
+    yes = [p.age_s for p in b.probes if p.presented and p.age_s is not None]
+    no = [p.age_s for p in b.probes if p.presented is False and p.age_s is not None]
+    if yes and no and max(yes) > min(no):
+        return Bisection(b.state, b.probes, max(yes), min(no), "inconsistent",
+                         f"presented at {max(yes):.0f} s but not at {min(no):.0f} s (of {len(b.probes)} probes): "
+                         "the browser's presentation is not monotonic in the age")
+    return b
 
 
 def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list[str], max_age_s: float,
@@ -406,9 +419,10 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
                         status = "at-least-max"
                     else:
                         status = "n/a"
-                    res = Bisection(st, ps, max(yes) if yes else None, min(no) if no else None, status,
-                                    "probes at fixed offsets, not a bisection" +
-                                    ("" if status != "n/a" else f"; inconclusive: {top.detail}"))
+                    res = check_consistent(Bisection(
+                        st, ps, max(yes) if yes else None, min(no) if no else None, status,
+                        "probes at fixed offsets, not a bisection" +
+                        ("" if status != "n/a" else f"; inconclusive: {top.detail}")))
                 else:
                     res = bisect_lifetime(one, st, max_age_s, rel, abs_s,
                                           on_probe=lambda p, _b=browser, _t=t: store(_b, _t, p))

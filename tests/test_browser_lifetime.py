@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_cli
 
-from browser_probes.lifetime import ProbeResult, bisect_lifetime, resolution_s
+from browser_probes.lifetime import Bisection, ProbeResult, bisect_lifetime, check_consistent, resolution_s
 
 HAVE = {"chromium": os.path.exists("/usr/bin/chromedriver"),
         "webkit": os.path.exists("/usr/bin/WebKitWebDriver") and os.path.exists("/usr/bin/Xvfb"),
@@ -39,6 +39,19 @@ def test_bisection_brackets_a_known_limit_within_the_resolution(limit_s):
     # resolution: 1 % of the age or one minute (ages = offsets + the constant gap)
     assert b.shortest_absent_s - b.longest_presented_s <= resolution_s(b.longest_presented_s)
     assert len(calls) <= 25 and len(b.probes) == len(calls)
+
+
+def test_a_non_monotonic_browser_is_inconsistent_not_measured():
+    def p(age, yes):
+        return ProbeResult("tls12-session-id", "x.test", age - 3, age, yes, yes, "synthetic")
+    ok = check_consistent(Bisection("tls12-session-id", [p(3, True), p(9e5, False), p(100, True)], 100, 9e5,
+                                    "measured"))
+    assert ok.status == "measured"
+    # presented at 2 days but not at 8 hours (as Chromium did under a faked monotonic clock)
+    bad = check_consistent(Bisection("tls12-session-id", [p(3, True), p(28804, False), p(172006, True)],
+                                     172006, 28804, "measured"))
+    assert bad.status == "inconsistent" and "not monotonic" in bad.detail
+    assert (bad.longest_presented_s, bad.shortest_absent_s) == (172006, 28804)
 
 
 def test_bisection_edges_and_inconclusive_probes():
@@ -70,9 +83,13 @@ def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
     present its PSK; every probe's server-side evidence holds context 1's handshake."""
     truth = testbed.status()["ground_truth"]
     limit = next(h["session_timeout"] for h in truth["tls_hosts"] if h["hostname"] == "hint.track.test")
-    out = _lifetime(db, "--browser", "chromium", "--browser", "webkit", "--state", "tls13-psk", "--short",
-                    "--offset", "3600")
-    assert {r["browser"] for r in out["results"]} == {"chromium", "webkit"}
+    out = _lifetime(db, "--browser", "chromium", "--browser", "webkit", "--browser", "firefox", "--state",
+                    "tls13-psk", "--short", "--offset", "3600")
+    res = {r["browser"]: r for r in out["results"]}
+    assert set(res) == {"chromium", "webkit", "firefox"}
+    # Firefox cannot run under libfaketime here: n/a with the reason, no probe
+    assert res["firefox"]["status"] == "n/a" and "libfaketime" in res["firefox"]["detail"]
+    assert res["firefox"]["probes"] == 0
     with db.connect() as conn:
         probes = conn.execute(
             "SELECT browser, server_name, server_limit_s, clock_offset_s, age_s, presented, evidence"
@@ -86,7 +103,8 @@ def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
             assert ev["second"] and not any(e.get("psk_identities") for e in ev["second"])
         rows = conn.execute("SELECT browser, status, longest_presented_age_s FROM browser_lifetime WHERE run_id = %s",
                             (out["run_id"],)).fetchall()
-        assert sorted(rows) == [("chromium", "never-presented", None), ("webkit", "never-presented", None)]
+        assert sorted(rows) == [("chromium", "never-presented", None), ("firefox", "n/a", None),
+                                ("webkit", "never-presented", None)]
 
 
 @pytest.mark.root
@@ -112,7 +130,7 @@ def test_full_30_day_bisection(db, testbed, browser):
     Each result is bracketed (or at-least-max / never-presented / n/a with a reason)."""
     out = _lifetime(db, "--browser", browser, "--state", "all", timeout=3600)
     for r in out["results"]:
-        assert r["status"] in ("measured", "at-least-max", "never-presented", "n/a")
+        assert r["status"] in ("measured", "at-least-max", "never-presented", "inconsistent", "n/a")
         if r["status"] == "measured":
             lo, hi = r["longest_presented_age_s"], r["shortest_absent_age_s"]
             assert lo < hi and hi - lo <= resolution_s(lo) + 30   # + the real seconds of a probe
