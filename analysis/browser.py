@@ -143,8 +143,10 @@ def lifetime_cell(status: str, lo, hi, limit, max_age, detail) -> str:
     or at-least / none / n/a, with the server's announced limit when that bounded it."""
     if status == "n/a":
         return f"n/a: {detail}" if detail else "n/a"
-    if status == "inconsistent":
-        return f"inconsistent: {detail}" if detail else "inconsistent"
+    if status == "inconsistent" or (lo is not None and hi is not None and lo > hi):
+        if not detail or status != "inconsistent":
+            detail = f"presented at {duration(lo)} but not at {duration(hi)}"
+        return f"inconsistent: {detail}"
     if status == "never-presented":
         return f"none (not presented at {duration(hi)})"
     if status == "at-least-max":
@@ -160,6 +162,7 @@ def lifetime_cell(status: str, lo, hi, limit, max_age, detail) -> str:
 def _latest_lifetimes(ctx: FigureContext) -> list[tuple]:
     """Latest browser_lifetime row per (browser, state) over finished browser-lifetime runs
     (the selected ones if --run names any)."""
+    out: list[tuple] = []
     with ctx.db.connect() as conn:
         has = conn.execute("SELECT to_regclass('browser_lifetime') IS NOT NULL").fetchone()[0]
         if not has:
@@ -173,9 +176,34 @@ def _latest_lifetimes(ctx: FigureContext) -> list[tuple]:
                WHERE r.status = 'finished' AND (%s::bigint[] IS NULL OR l.run_id = ANY(%s::bigint[]))
                  AND l.server_name <> 'hint.track.test'
                ORDER BY l.browser, l.state, l.run_id DESC""", (sel, sel)).fetchall()
-    if rows:
-        ctx.record_runs({r[0] for r in rows})
-    return rows
+        # every probe of that browser, state and host in any finished run: a bracket must hold
+        # across repeats, else the result is inconsistent
+        out = []
+        for r in rows:
+            probes = conn.execute(
+                """SELECT p.age_s, p.presented FROM browser_lifetime_probe p JOIN scan_run s ON s.id = p.run_id
+                   WHERE s.status = 'finished' AND p.browser = %s AND p.state = %s AND p.server_name = %s
+                     AND p.age_s IS NOT NULL AND p.presented IS NOT NULL
+                     AND (%s::bigint[] IS NULL OR p.run_id = ANY(%s::bigint[]))""",
+                (r[1], r[3], r[10], sel, sel)).fetchall()
+            yes = [a for a, p in probes if p]
+            no = [a for a, p in probes if not p]
+            r = list(r)
+            if yes or no:
+                lo, hi = (max(yes) if yes else None), (min(no) if no else None)
+                if yes and no:
+                    status = "inconsistent" if lo > hi else "measured"
+                elif no:
+                    status = "never-presented"
+                else:
+                    status = "at-least-max" if lo >= 0.99 * r[8] else "measured"
+                detail = (f"presented at {duration(lo)} but not at {duration(hi)} ({len(probes)} probes, "
+                          "all runs)") if status == "inconsistent" else r[9]
+                r[4:7], r[9] = [status, lo, hi], detail
+            out.append(tuple(r))
+    if out:
+        ctx.record_runs({r[0] for r in out})
+    return out
 
 
 def _thesis_tables(ctx: FigureContext, verdicts: list) -> None:
@@ -240,7 +268,8 @@ def _thesis_tables(ctx: FigureContext, verdicts: list) -> None:
                 out_rows.append([table, line[0], h, val, "thesis" if "(thesis)" in h else "ours"])
         fig, ax = plt.subplots(figsize=(2.6 + 2.3 * (len(header) - 1), 0.7 + 0.32 * len(body)))
         ax.axis("off")
-        t = ax.table(cellText=body, colLabels=header, loc="center", cellLoc="left")
+        short = [[c if len(c) <= 70 else c[:67] + "..." for c in line] for line in body]   # full text: CSV
+        t = ax.table(cellText=short, colLabels=header, loc="center", cellLoc="left")
         t.auto_set_font_size(False)
         t.set_fontsize(6.5)
         t.auto_set_column_width(list(range(len(header))))
