@@ -95,13 +95,19 @@ def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
         probes = conn.execute(
             "SELECT browser, server_name, server_limit_s, clock_offset_s, age_s, presented, evidence"
             " FROM browser_lifetime_probe WHERE run_id = %s", (out["run_id"],)).fetchall()
-        assert len(probes) == 2
+        # one probe per browser (an inconclusive one, e.g. the browser failed, is repeated once)
+        probes = [p for p in probes if p[5] is not None]
+        assert sorted(p[0] for p in probes) == ["chromium", "webkit"]
         for browser, host, lim, off, age, presented, ev in probes:
             assert host == "hint.track.test" and lim == limit and off == 3600
             assert age is not None and age >= 3600 > limit
             assert presented is False, (browser, ev)
             assert ev["first"] and all(e.get("server_version") == "1.3" for e in ev["first"])
-            assert ev["second"] and not any(e.get("psk_identities") for e in ev["second"])
+            # no PSK offered up to the first full handshake of the second visit (a later one may
+            # carry the ticket that full handshake itself issued: tracking.judge)
+            second = sorted(ev["second"], key=lambda e: e["ts"])
+            full = [e["ts"] for e in second if e.get("server_version") == "1.3" and not e.get("server_accepted_psk")]
+            assert full and not any(e.get("psk_identities") for e in second if e["ts"] <= min(full))
         rows = conn.execute("SELECT browser, status, longest_presented_age_s FROM browser_lifetime WHERE run_id = %s",
                             (out["run_id"],)).fetchall()
         assert sorted(rows) == [("chromium", "never-presented", None), ("firefox", "n/a", None),
