@@ -9,7 +9,7 @@ APT_PACKAGES=(
   nginx-light knot knot-module-geoip knot-dnsutils unbound
   faketime zmap
   chromium chromium-driver firefox-esr
-  webkit2gtk-driver xvfb xauth  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) under Xvfb as a third engine
+  webkit2gtk-driver xvfb  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) as a third engine, on its own Xvfb
 )
 
 missing=()
