@@ -59,7 +59,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets of the list."),
         url: List[str] = typer.Option([], "--url", help="Extra URL to visit (repeatable)."),
         browsers: int = typer.Option(2, "--browsers", help="Parallel browser instances."),
-        browser: str = typer.Option("chromium", "--browser", help="chromium or firefox."),
+        browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         page_timeout: float = typer.Option(15.0, "--page-timeout", help="Page-load timeout per visit [s]."),
         profile_root: Optional[Path] = typer.Option(None, "--profile-root", help="Directory for fresh profiles."),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
@@ -121,7 +121,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",))
     def track(
-        browser: str = typer.Option("chromium", "--browser", help="chromium or firefox."),
+        browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
         wait: List[float] = typer.Option([6.0], "--wait", help="Seconds between the contexts (repeatable; "
                                          "> the servers' 5 s keep-alive so connections are new)."),
@@ -197,6 +197,73 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         else:
             print(f"run {ctx.run.id}: {len(verdicts)} verdicts "
                   f"({sum(v.verdict == 'viable' for _, v in verdicts)} viable)")
+
+
+    @measurement(browser_app, "browser-lifetime", command="lifetime",
+                 tables=("browser_lifetime_probe", "browser_lifetime"))
+    def lifetime(
+        browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
+        state_: List[str] = typer.Option(["all"], "--state", help="tls12-session-id, tls12-ticket, tls13-psk, "
+                                         "quic-token, quic-psk or all (repeatable)."),
+        max_age_days: float = typer.Option(30.0, "--max-age-days", help="Largest age tried [days]."),
+        resolution_pct: float = typer.Option(1.0, "--resolution-pct", help="Stop when the bracket is within "
+                                             "this share of the age [%] ..."),
+        resolution_s: float = typer.Option(60.0, "--resolution-s", help="... or within this many seconds."),
+        offset: List[float] = typer.Option([], "--offset", help="Instead of bisecting: probe at these clock "
+                                           "offsets [s] only (repeatable)."),
+        short: bool = typer.Option(False, "--short", help="Probe the short-lived host (hint.track.test, 4 s) "
+                                   "instead of the never-expiring one (tls13-psk only): a known answer."),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    ) -> None:
+        """The browser's own lifetime of TLS / QUIC state: its clock moved forward (libfaketime)."""
+        from netsurvey.clictx import open_scan
+
+        from .lifetime import STATES, run_lifetime
+
+        for b in browser:
+            _check_browser(b)
+        states = list(STATES) if "all" in state_ else list(dict.fromkeys(state_))
+        bad = [s_ for s_ in states if s_ not in STATES]
+        if bad:
+            raise UsageError(f"--state: unknown state {bad[0]!r} (use {', '.join(STATES)} or all)")
+        if not 0 < max_age_days <= 3650:
+            raise UsageError("--max-age-days must be in (0, 3650]")
+        if resolution_pct <= 0 or resolution_s <= 0:
+            raise UsageError("--resolution-pct and --resolution-s must be positive")
+        if any(o < 0 or o > max_age_days * 86400 for o in offset):
+            raise UsageError("--offset must be between 0 and --max-age-days")
+        if short and states != ["tls13-psk"]:
+            raise UsageError("--short works with --state tls13-psk only")
+        truth = _ground_truth()
+        ctx = open_scan("browser-lifetime", {"browsers": list(browser), "states": states, "max_age_days": max_age_days,
+                                              "resolution_pct": resolution_pct, "resolution_s": resolution_s,
+                                              "offsets_s": list(offset), "short": short},
+                        packages=("selenium",))
+        try:
+            results = run_lifetime(ctx.db, ctx.run.id, truth, list(browser), states, max_age_days * 86400,
+                                   resolution_pct / 100, resolution_s, list(offset), short,
+                                   log=lambda m: print(m, file=sys.stderr, flush=True))
+        except BaseException:
+            ctx.run.finish("failed", {})
+            raise
+        ctx.run.finish("finished", {"results": len(results), "probes": sum(r["probes"] for r in results)})
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, "results": results}))
+        else:
+            for r in results:
+                print(f"{r['browser']:8s} {r['state']:16s} {r['status']:15s} presented up to "
+                      f"{_age(r['longest_presented_age_s'])}, not at {_age(r['shortest_absent_age_s'])} "
+                      f"({r['probes']} probes)")
+            print(f"run {ctx.run.id}: {len(results)} lifetimes")
+
+
+def _age(s: Optional[float]) -> str:
+    if s is None:
+        return "-"
+    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= n:
+            return f"{s / n:.2f} {unit}"
+    return f"{s:.1f} s"
 
 
 def _ground_truth() -> dict:

@@ -1,5 +1,7 @@
-"""Start real browsers under Selenium: Chromium (Debian chromium + chromedriver) and
-Firefox ESR (geckodriver from crates.io). No Selenium Manager (it cannot download here).
+"""Start real browsers under Selenium: Chromium (Debian chromium + chromedriver),
+Firefox ESR (geckodriver from crates.io) and WebKit (Debian webkit2gtk-driver:
+WebKitWebDriver driving MiniBrowser, under a private Xvfb: it hangs headless). No Selenium
+Manager (it cannot download here).
 
 Browsers run in the caller's network namespace (the testbed vantage for every probe).
 """
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +17,16 @@ from typing import Optional
 
 from netsurvey.errors import UsageError
 
-BROWSERS = ("chromium", "firefox")
+BROWSERS = ("chromium", "firefox", "webkit")
 CHROMIUM_BINARY = "/usr/lib/chromium/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 FIREFOX_BINARY = "/usr/lib/firefox-esr/firefox-esr"
+WEBKIT_BINARY = "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"
+WEBKITDRIVER = "/usr/bin/WebKitWebDriver"
+XVFB = "/usr/bin/Xvfb"
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+# every process of a browser carries this variable (kill by profile: procs.py)
+PROFILE_ENV = "NETSURVEY_BROWSER_PROFILE"
 
 
 def geckodriver_path() -> Optional[str]:
@@ -31,13 +40,15 @@ def geckodriver_path() -> Optional[str]:
 class BrowserOptions:
     """How to start one browser.
 
-    :ivar browser: ``chromium`` or ``firefox``.
+    :ivar browser: ``chromium``, ``firefox`` or ``webkit``.
     :ivar profile_dir: profile / user-data directory (None = a fresh temporary one).
     :ivar private: incognito (Chromium) / private browsing (Firefox).
     :ivar page_timeout_s: page-load timeout in seconds.
     :ivar performance_log: Chromium: record the DevTools performance log (page-load logger).
     :ivar bidi: Firefox: enable WebDriver BiDi (page-load logger).
-    :ivar faketime: libfaketime spec file for the browser's clock (None = real time).
+    :ivar faketime: file holding the browser clock's offset as a libfaketime spec (``+86400``,
+        seconds); re-read at most once a second, so the offset can move between visits
+        (:func:`set_clock_offset`). None = real time.
     :ivar quic_origins: ``host:port`` origins forced onto HTTP/3 (Chromium:
         --origin-to-force-quic-on; Firefox: an Alt-Svc test mapping).
     :ivar spki_hashes: Chromium: base64 SHA-256 SPKI hashes accepted without a trusted CA
@@ -65,12 +76,20 @@ class Browser:
     profile_dir: Path
     recorder: object = None          # Firefox page-load logger: the BiDi event recorder
     _tmp: Optional[tempfile.TemporaryDirectory] = field(default=None, repr=False)
+    xvfb: Optional[subprocess.Popen] = field(default=None, repr=False)   # WebKit's display
 
     def quit(self) -> None:
         try:
             self.driver.quit()
         except Exception:
             pass
+        if self.xvfb is not None:
+            self.xvfb.terminate()
+            try:
+                self.xvfb.wait(5)
+            except subprocess.TimeoutExpired:
+                self.xvfb.kill()
+            self.xvfb = None
         if self._tmp is not None:
             # Firefox may still write to its profile for a moment after quit()
             shutil.rmtree(self._tmp.name, ignore_errors=True)
@@ -81,13 +100,35 @@ class Browser:
             self._tmp = None
 
 
-def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path) -> str:
-    """A script that runs ``binary`` under libfaketime reading its offset from ``spec_file``
-    (re-read on every clock call, so the offset can be moved between visits)."""
-    w = out_dir / "browser-faketime.sh"
+FAKETIME_REREAD_S = 1.0   # libfaketime re-reads the offset file at most this often
+
+
+def set_clock_offset(spec_file: Path, offset_s: float) -> None:
+    """Move the browser's clock to real time + ``offset_s`` (takes effect within
+    FAKETIME_REREAD_S: wait that long before the next visit)."""
+    tmp = spec_file.with_suffix(".tmp")
+    tmp.write_text(f"{offset_s:+.3f}\n")
+    os.replace(tmp, spec_file)
+
+
+def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path, fake_monotonic: bool = False) -> str:
+    """A script that runs ``binary`` with libfaketime preloaded, reading the clock offset
+    from ``spec_file`` (re-read every FAKETIME_REREAD_S, so it can move between visits).
+
+    Not ``faketime -f SPEC``: that sets FAKETIME, which libfaketime prefers over
+    FAKETIME_TIMESTAMP_FILE, so the offset could never move (tried here). Monotonic clocks
+    stay real (FAKETIME_DONT_FAKE_MONOTONIC) unless ``fake_monotonic``: only the wall clock,
+    which session caches compare expiry times with, jumps. Chromium 156 does not start with
+    real monotonic clocks under libfaketime 0.9.10 (its zygote stops answering; tried here),
+    so its monotonic clock jumps along (like a machine resuming from suspend)."""
+    if not spec_file.exists():
+        set_clock_offset(spec_file, 0)
+    w = out_dir / f"{Path(binary).name}-faketime.sh"
     w.write_text("#!/bin/sh\n"
-                 f"export FAKETIME_TIMESTAMP_FILE={spec_file} FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1\n"
-                 f"exec faketime -f \"$(cat {spec_file})\" {binary} \"$@\"\n")
+                 f"export LD_PRELOAD={LIBFAKETIME} FAKETIME_TIMESTAMP_FILE={spec_file} "
+                 f"FAKETIME_CACHE_DURATION={int(FAKETIME_REREAD_S)}"
+                 + ("" if fake_monotonic else " FAKETIME_DONT_FAKE_MONOTONIC=1") + "\n"
+                 f"exec {binary} \"$@\"\n")
     w.chmod(0o755)
     return str(w)
 
@@ -102,19 +143,65 @@ def start_browser(opts: BrowserOptions) -> Browser:
         tmp = tempfile.TemporaryDirectory(prefix=f"ns-{opts.browser}-")
         profile = Path(tmp.name)
     profile.mkdir(parents=True, exist_ok=True)
+    xvfb = None
     try:
         if opts.browser == "chromium":
             drv = _start_chromium(opts, profile)
-            version = drv.capabilities.get("browserVersion", "?")
-        else:
+        elif opts.browser == "firefox":
             drv = _start_firefox(opts, profile)
-            version = drv.capabilities.get("browserVersion", "?")
+        else:
+            drv, xvfb = _start_webkit(opts, profile)
+        version = drv.capabilities.get("browserVersion", "?")
     except Exception:
+        if xvfb is not None:
+            xvfb.kill()
         if tmp is not None:
             tmp.cleanup()
         raise
     drv.set_page_load_timeout(opts.page_timeout_s)
-    return Browser(drv, opts.browser, version, profile, tmp)
+    return Browser(drv, opts.browser, version, profile, tmp, xvfb=xvfb)
+
+
+def _start_xvfb() -> tuple[subprocess.Popen, str]:
+    """A private X server on a free display (Xvfb picks it: -displayfd)."""
+    r, w = os.pipe()
+    try:
+        x = subprocess.Popen([XVFB, "-displayfd", str(w), "-nolisten", "tcp", "-screen", "0", "1280x900x24"],
+                             pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        os.close(w)
+    with os.fdopen(r) as f:
+        disp = f.readline().strip()
+    if not disp:
+        x.kill()
+        raise RuntimeError("Xvfb did not start")
+    return x, ":" + disp
+
+
+def _start_webkit(opts: BrowserOptions, profile: Path):
+    """WebKitGTK: WebKitWebDriver starts MiniBrowser --automation (an ephemeral automation
+    session: no profile on disk; ``profile`` only names the processes for kill_browser)."""
+    from selenium import webdriver
+    from selenium.webdriver.webkitgtk.options import Options
+    from selenium.webdriver.webkitgtk.service import Service
+
+    if not all(os.path.exists(p) for p in (WEBKIT_BINARY, WEBKITDRIVER, XVFB)):
+        raise UsageError("webkit2gtk-driver / xvfb are not installed (scripts/install.sh)")
+    x, display = _start_xvfb()
+    try:
+        o = Options()
+        o.binary_location = (_faketime_wrapper(WEBKIT_BINARY, opts.faketime, profile.parent)
+                             if opts.faketime else WEBKIT_BINARY)
+        o.add_argument("--automation")
+        o.accept_insecure_certs = True
+        env = dict(os.environ, DISPLAY=display, **{PROFILE_ENV: str(profile)})
+        env.pop("WAYLAND_DISPLAY", None)
+        drv = webdriver.WebKitGTK(service=Service(executable_path=WEBKITDRIVER, env=env,
+                                                  log_output=os.devnull), options=o)
+    except Exception:
+        x.kill()
+        raise
+    return drv, x
 
 
 def _start_chromium(opts: BrowserOptions, profile: Path):
@@ -124,7 +211,7 @@ def _start_chromium(opts: BrowserOptions, profile: Path):
     if not os.path.exists(CHROMIUM_BINARY) or not os.path.exists(CHROMEDRIVER):
         raise UsageError("chromium / chromium-driver are not installed (scripts/install.sh)")
     o = webdriver.ChromeOptions()
-    o.binary_location = (_faketime_wrapper(CHROMIUM_BINARY, opts.faketime, profile.parent)
+    o.binary_location = (_faketime_wrapper(CHROMIUM_BINARY, opts.faketime, profile.parent, fake_monotonic=True)
                          if opts.faketime else CHROMIUM_BINARY)
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -18,6 +18,7 @@ from typing import Callable, Optional, Sequence
 
 from .chromium_log import network_events, resources_from_events
 from .firefox_log import resources_from_bidi
+from .webkit_log import JS_ENTRIES, resources_from_timing
 from .drivers import Browser, BrowserOptions, start_browser
 from .procs import kill_browser
 from .tree import DomainEdge, Resource, domain_tree, longest_new_connection_path, page_load_time_ms, tree_height
@@ -27,7 +28,8 @@ from .tree import DomainEdge, Resource, domain_tree, longest_new_connection_path
 class PageLoadOptions:
     """Options of one page-load run.
 
-    :ivar browser: chromium (DevTools performance log) or firefox (WebDriver BiDi events).
+    :ivar browser: chromium (DevTools performance log), firefox (WebDriver BiDi events) or
+        webkit (the page's Resource Timing entries, webkit_log.py).
     :ivar browsers: parallel browser instances (one worker thread each).
     :ivar page_timeout_s: page-load timeout per visit, seconds.
     :ivar idle_s: the visit ends when no network event arrived for this long (s) after load.
@@ -117,9 +119,25 @@ def _collect_bidi(browser: Browser, opts: PageLoadOptions, deadline: float) -> l
         time.sleep(0.05)
 
 
+def _collect_timing(browser: Browser, opts: PageLoadOptions, deadline: float) -> list[dict]:
+    """WebKit: read the page's Resource Timing entries until none was added for idle_s."""
+    entries: list[dict] = []
+    last_new = time.monotonic()
+    while True:
+        now_entries = browser.driver.execute_script(JS_ENTRIES) or []
+        now = time.monotonic()
+        if len(now_entries) != len(entries):
+            entries, last_new = now_entries, now
+        if now - last_new >= opts.idle_s or now >= deadline:
+            return entries
+        time.sleep(0.05)
+
+
 def _derive(browser: Browser, url: str, events: list) -> tuple[list[Resource], dict]:
     if browser.name == "firefox":
         return resources_from_bidi(events, url)
+    if browser.name == "webkit":
+        return resources_from_timing(events, url)
     return resources_from_events(events, url)
 
 
@@ -130,10 +148,11 @@ def visit(browser: Browser, url: str, worker: int, opts: PageLoadOptions) -> Vis
 
     drv = browser.driver
     firefox = browser.name == "firefox"
+    webkit = browser.name == "webkit"
     drv.get("about:blank")
     if firefox:
         browser.recorder.take()
-    else:
+    elif not webkit:                         # WebKit: the new document's timeline starts empty
         drv.get_log("performance")           # drop the new-tab page and earlier visits
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
@@ -149,7 +168,8 @@ def visit(browser: Browser, url: str, worker: int, opts: PageLoadOptions) -> Vis
         error = f"browser failed: {(exc.msg or type(exc).__name__).splitlines()[0][:200]}"
     if not crashed:
         try:
-            events = (_collect_bidi if firefox else _collect)(browser, opts, time.monotonic() + opts.settle_max_s)
+            collect = _collect_bidi if firefox else (_collect_timing if webkit else _collect)
+            events = collect(browser, opts, time.monotonic() + opts.settle_max_s)
         except WebDriverException as exc:
             crashed = True
             error = error or f"browser failed: {(exc.msg or type(exc).__name__).splitlines()[0][:200]}"

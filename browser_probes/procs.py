@@ -7,8 +7,10 @@ from pathlib import Path
 
 
 def browser_pids(profile_dir: Path) -> list[int]:
-    """PIDs whose command line mentions ``profile_dir`` (the browser and its helpers)."""
+    """PIDs whose command line mentions ``profile_dir`` (the browser and its helpers), or
+    whose environment names it (WebKit: NETSURVEY_BROWSER_PROFILE, drivers.py)."""
     needle = str(profile_dir).encode()
+    env_needle = b"NETSURVEY_BROWSER_PROFILE=" + needle + b"\0"
     pids = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -18,8 +20,15 @@ def browser_pids(profile_dir: Path) -> list[int]:
             stat = Path(f"/proc/{d}/stat").read_text()
         except OSError:
             continue
-        if needle in cmd and ") Z " not in stat:
-            pids.append(int(d))
+        if ") Z " in stat:
+            continue
+        if needle not in cmd:
+            try:
+                if env_needle not in Path(f"/proc/{d}/environ").read_bytes() + b"\0":
+                    continue
+            except OSError:
+                continue
+        pids.append(int(d))
     return pids
 
 

@@ -111,6 +111,13 @@ def run_quic_experiment(exp: str, probe: QuicProbe, browser: str, wait_s: float,
     """Visit over HTTP/3, close the tab and the QUIC session, wait, revisit; judge."""
     from testbed.pki import spki_sha256_b64
 
+    from .lifetime import NO_HTTP3
+    from .tracking import browser_version
+
+    if browser in NO_HTTP3:
+        return [Verdict(exp, m, wait_s, lt, None, None, "n/a", NO_HTTP3[browser])
+                for m, lt in (("quic-token", probe.token_max_age_s), ("quic-psk", probe.ticket_lifetime_s))], \
+            browser_version(browser)
     conf = json.loads(probe.config_file.read_text())
     log = Path(conf["log"])
     prof = Path(tempfile.mkdtemp(prefix=f"quic-{browser}-", dir=profile_root))

@@ -184,6 +184,35 @@ def judge(exp: str, probe: Probe, wait_s: float, first: list[dict], second: list
                    "viable" if presented else "blocked", detail)
 
 
+# experiments an engine cannot run, with the reason (n/a, not blocked)
+NA_EXPERIMENTS = {"webkit": {
+    "private": "MiniBrowser under WebDriver runs only an ephemeral automation session: no private mode to "
+               "switch to (WebKitWebDriver has no private-browsing capability)"}}
+
+
+def browser_version(browser: str) -> str:
+    """Installed version without starting the browser (for n/a rows)."""
+    import re
+
+    from .drivers import CHROMIUM_BINARY, FIREFOX_BINARY
+
+    if browser == "webkit":
+        try:
+            out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libwebkit2gtk-4.1-0"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            m = re.match(r"[0-9.]+", out)
+            return m.group(0).rstrip(".") if m else "?"
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+    binary = CHROMIUM_BINARY if browser == "chromium" else FIREFOX_BINARY
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    m = re.search(r"[0-9]+(\.[0-9]+)+", out)
+    return m.group(0) if m else "?"
+
+
 def _visit_all(b: Browser, urls: tuple[str, ...]) -> None:
     for u in urls:
         b.driver.get(u)
@@ -212,6 +241,10 @@ def run_experiment(exp: Experiment, browser: str, wait_s: float, obs: ObserverPr
     import shutil
     import tempfile
 
+    if browser in NA_EXPERIMENTS and exp.name in NA_EXPERIMENTS[browser]:
+        why = NA_EXPERIMENTS[browser][exp.name]
+        return [Verdict(exp.name, p.mechanism, wait_s, p.expected_max_s, None, None, "n/a", why)
+                for p in exp.probes], browser_version(browser)
     prof = Path(tempfile.mkdtemp(prefix=f"track-{browser}-", dir=profile_root))
     bo = BrowserOptions(browser=browser, profile_dir=prof, private=exp.private)
     owners = SocketOwners({p.address for p in exp.probes})
