@@ -210,11 +210,18 @@ CASES: dict[str, Case] = {
                           targets={"198.18.2.60"},
                           na={p: "fixed testbed experiments (servers that observe the browser), not a target list"
                               for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
+    # the browser's own lifetime (issue 27): one known-answer probe on the 4-s host
+    "browser-lifetime": Case(("browser", "lifetime"), [], ["--browser", "chromium", "--state", "tls13-psk", "--short",
+                                                           "--offset", "3600"], "hint.track.test",
+                             targets={"198.18.2.63"},
+                             na={p: "fixed testbed experiments (servers that observe the browser), not a target list"
+                                 for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
 }
 
 #: when netsurvey.measure does not exist yet: every command that contacts the network
 FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "tls-zgrab", "quic-discover", "quic",
-            "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion"]
+            "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion",
+            "browser-lifetime", "handshake-timing"]
 
 
 def _measurements() -> tuple[list[str], str]:
