@@ -96,6 +96,7 @@ class Chain:
     bracket_at_round_start: tuple = (0, 0)
     finished: bool = False
     planned_any: bool = False
+    stalls: int = 0                  # consecutive rounds that decided nothing
 
     def __post_init__(self):
         if not self.hi:
@@ -253,8 +254,12 @@ class LifetimeScheduler:
         if c.finished or c.establishing or c.pending:
             return
         if (c.lo, c.hi, len(c.decided)) == c.bracket_at_round_start:
-            self._finish(c, "no-progress")
-            return
+            c.stalls += 1
+            if c.stalls >= 2:     # two rounds in a row where every handshake failed: give up
+                self._finish(c, "no-progress")
+                return
+        else:
+            c.stalls = 0
         self._start_round(c)
 
     # ------------------------------------------------------------------ the two jobs
