@@ -111,6 +111,37 @@ def time_v(stderr: str) -> dict:
             "wall_s": round(secs, 1), "cpu_s": round(float(get("User time (seconds)")) + float(get("System time (seconds)")), 1)}
 
 
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def sample_rss(proc: subprocess.Popen, series: list) -> None:
+    """Every second: VmRSS (MiB) of the scanning python process below ``proc``."""
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        for pid in _descendants(proc.pid):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if b"tls-lifetime" in cmd and b"/usr/bin/time" not in cmd[0] and b"testbed" not in cmd:
+                m = re.search(r"VmRSS:\s+(\d+) kB", status)
+                if m:
+                    series.append((round(time.monotonic() - t0, 1), round(int(m.group(1)) / 1024, 1)))
+                break
+        time.sleep(1.0)
+
+
 def run_size(n: int, a, work: Path) -> dict:
     cfg = work / "survey.toml"
     cfg.write_text(f'[etiquette]\nallow = ["198.18.0.0/15", "2001:2::/48"]\nrate_pps = {a.rate}\n'
@@ -130,8 +161,16 @@ def run_size(n: int, a, work: Path) -> dict:
         argv += ["--sessions", str(a.sessions)]
     for h, addr in tg:
         argv += ["--target", f"{h}={addr}"]
+    import threading
+
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    series: list = []
+    sampler = threading.Thread(target=sample_rss, args=(proc, series), daemon=True)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    sampler.join()
+    p = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.monotonic() - t0
     stop(sniff)
     if p.returncode != 0:
@@ -160,7 +199,9 @@ def run_size(n: int, a, work: Path) -> dict:
             "sessions_peak_per_target": summary.get("sessions_peak_per_target"),
             "server_connections": sum(len(v) for v in per.values()),
             "server_max_conn_per_address_per_s": worst, "worst_address": worst_addr, "pdp_limit": a.pdp,
-            "command_wall_s": round(wall, 1), **time_v(p.stderr)}
+            "command_wall_s": round(wall, 1), **time_v(p.stderr),
+            "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
+            if series else [], "rss_series": series}
 
 
 def measured(run_ids: list[int], a) -> dict:
@@ -207,17 +248,18 @@ def main() -> int:
             for n in (int(x) for x in a.hosts.split(",")):
                 r = run_size(n, a, work)
                 results.append(r)
-                print(json.dumps(r), flush=True)
+                print(json.dumps({k: v for k, v in r.items() if k != "rss_series"}), flush=True)
         finally:
             stop(nginx, signal.SIGQUIT)
     ok = measured([r["run_id"] for r in results], a)
     for r in results:
+        (a.out / f"rss-{r['hosts']}.json").write_text(json.dumps(r.pop("rss_series")))
         total, good = ok.get(r["run_id"], (0, 0))
         r["chains"], r["chains_bracketing_lifetime"] = total, good
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
     cols = ["hosts", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
             "rounds_max", "server_max_conn_per_address_per_s", "pdp_limit", "chains", "chains_bracketing_lifetime",
-            "wall_s", "cpu_s", "peak_rss_mb"]
+            "wall_s", "cpu_s", "peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in results]
     (a.out / "rehearsal.md").write_text("\n".join(md) + "\n")

@@ -48,7 +48,6 @@ from typing import Callable, Iterable, Optional
 
 from netsurvey.scanning import ScanStatus, ScanTarget
 
-from .engine import Handshake
 from .results import ResumptionAttempt
 
 
@@ -79,6 +78,15 @@ def exhaustive_points(decided: set[int], n: int, slots: int) -> list[int]:
     return sorted(out)
 
 
+@dataclass(frozen=True)
+class Held:
+    """A session waiting for its attempt (all that is kept of its initial handshake)."""
+
+    session: object            # ssl.SSLSession
+    completed_at: float        # time.monotonic() at the initial handshake's completion
+    key_name: Optional[bytes]  # of the newest ticket (ticket mechanism), for the result row
+
+
 @dataclass
 class Chain:
     """Search state of one (target, mechanism, version)."""
@@ -91,7 +99,7 @@ class Chain:
     hi: int = 0                      # set to n + 1 in __post_init__ unless given
     round: int = 0
     decided: set = field(default_factory=set)    # --keep-going only
-    pending: dict = field(default_factory=dict)  # grid index -> Handshake (the held session)
+    pending: dict = field(default_factory=dict)  # grid index -> Held
     establishing: int = 0
     bracket_at_round_start: tuple = (0, 0)
     finished: bool = False
@@ -280,7 +288,8 @@ class LifetimeScheduler:
                     self._finish(c, "initial-failed" if not h.ok else "not-offered")
                     return
                 return
-            c.pending[k] = h
+            # keep only what the attempt needs (not the certificate, tickets, ...): the session
+            c.pending[k] = Held(h.session, h.completed_at, self.p._key(h) if c.mechanism == "ticket" else None)
             self._hold(c, +1)
             c.planned_any = True
             due = h.completed_at + self._age(k)
@@ -301,24 +310,28 @@ class LifetimeScheduler:
         self._hold(c, -1)
         real_age = (time.monotonic() - h.completed_at) if r.completed_at is None else (
             r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)
-        self.p._attempt(c.target, c.mechanism, c.version, round(real_age, 3), r, 0,
-                        self.p._key(h) if c.mechanism == "ticket" else None)
+        self.p._attempt(c.target, c.mechanism, c.version, round(real_age, 3), r, 0, h.key_name)
+        late = real_age - self._age(k) > self.o.step / 2
         if r.ok and r.resumed:
-            self.log(c, k, "resumed", None, None)
+            # decided by the age actually reached: an attempt the loop or the limiter made late
+            # still says the lifetime exceeds that age
+            j = min(self.n, int(real_age / self.o.step + 1e-9)) if late else k
+            self.log(c, k, "resumed", None, f"decided-as:{j}" if j != k else None)
             c.decided.add(k)
-            if k > c.lo:
-                c.lo = k
+            if j > c.lo:
+                c.lo = j
                 if self.o.stop_on_refusal:
-                    for j in [j for j in c.pending if j <= k]:
-                        self._drop(c, j)
+                    for i in [i for i in c.pending if i <= j]:
+                        self._drop(c, i)
         elif r.ok:
-            self.log(c, k, "refused", None, None)
+            j = min(self.n + 1, math.ceil(real_age / self.o.step - 1e-9)) if late else k
+            self.log(c, k, "refused", None, f"decided-as:{j}" if j != k else None)
             c.decided.add(k)
-            if k < c.hi:
-                c.hi = k
+            if j < c.hi:
+                c.hi = j
                 if self.o.stop_on_refusal:
-                    for j in [j for j in c.pending if j >= k]:
-                        self._drop(c, j)
+                    for i in [i for i in c.pending if i >= j]:
+                        self._drop(c, i)
         else:
             self.log(c, k, "failed", None, (r.error or r.status.value)[:200])
         if self.o.stop_on_refusal and c.hi - c.lo <= 1:
@@ -388,11 +401,13 @@ def prior_state(conn, run_id: int) -> tuple[dict, int]:
 
     rows = conn.execute(
         """SELECT origin_host, host(origin_address), mechanism, version,
-                  coalesce(max(grid_index) FILTER (WHERE event = 'resumed'), 0),
-                  min(grid_index) FILTER (WHERE event = 'refused'),
+                  coalesce(max(decided) FILTER (WHERE event = 'resumed'), 0),
+                  min(decided) FILTER (WHERE event = 'refused'),
                   max(round), bool_or(event = 'finished'),
                   array_agg(grid_index) FILTER (WHERE event IN ('resumed', 'refused'))
-           FROM tls_lifetime_event WHERE run_id = %s
+           FROM (SELECT *, CASE WHEN detail LIKE 'decided-as:%%' THEN split_part(detail, ':', 2)::int
+                                ELSE grid_index END AS decided
+                 FROM tls_lifetime_event WHERE run_id = %s) e
            GROUP BY 1, 2, 3, 4""", (run_id,)).fetchall()
     out = {}
     for host, addr, m, v, lo, hi, rnd, fin, decided in rows:
