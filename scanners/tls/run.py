@@ -78,7 +78,7 @@ def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
 
 EVENT_COLUMNS = [("run_id", "int8"), ("origin_host", "text"), ("origin_address", "inet"), ("mechanism", "text"),
                  ("version", "text"), ("round", "int4"), ("grid_index", "int4"), ("event", "text"),
-                 ("due_at", "timestamptz"), ("at", "timestamptz"), ("detail", "text")]
+                 ("due_at", "timestamptz"), ("at", "timestamptz"), ("detail", "text"), ("session", "bytea")]
 
 
 def _event_writer(db) -> ResultWriter:
@@ -108,11 +108,12 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
         ctx = open_scan("tls-lifetime", params, packages=("cryptography",), targets=_plan(hosts, port),
                         concurrency=concurrency)
     counts = {"attempts": 0, "resumed": 0}
-    prior, lost = {}, 0
+    prior, lost, restored = {}, 0, []
     if resumed_from is not None:
         with ctx.db.connect() as conn:
-            prior, lost = prior_state(conn, resumed_from)
+            prior, lost, restored = prior_state(conn, resumed_from)
         counts["lost_on_restart"] = lost
+        counts["restored_on_restart"] = len(restored)
     stats = {}
     try:
         with _resumption_writer(ctx.db) as w, _event_writer(ctx.db) as ew:
@@ -121,11 +122,11 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                 counts["resumed"] += a.resumed
                 w.write(_resumption_row(ctx.run.id, a))
 
-            def log(c, k, event, due_wall, detail) -> None:
+            def log(c, k, event, due_wall, detail, session=None) -> None:
                 now = dt.datetime.now(dt.timezone.utc)
                 due = dt.datetime.fromtimestamp(due_wall, dt.timezone.utc) if due_wall is not None else None
                 ew.write((ctx.run.id, c.target.hostname, ipaddress.ip_address(c.target.address), c.mechanism,
-                          c.version, c.round, k, event, due, now, detail))
+                          c.version, c.round, k, event, due, now, detail, session))
 
             def tick() -> None:
                 ew.flush()
@@ -143,7 +144,7 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                     sched = LifetimeScheduler(probe, slots=slots, hosts_in_flight=hosts_in_flight, log=log,
                                               tick=tick, concurrency=concurrency)
                     try:
-                        await sched.run(targets, prior)
+                        await sched.run(targets, prior, restored)
                     finally:
                         stats.update(slots=slots, rounds_max=sched.rounds_max, sessions_peak=sched.peak_held,
                                      sessions_peak_per_target=sched.peak_held_target)
@@ -160,6 +161,9 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
             counts["attempts"], counts["resumed"] = conn.execute(
                 "SELECT count(*), count(*) FILTER (WHERE resumed) FROM tls_resumption WHERE run_id = %s",
                 (ctx.run.id,)).fetchone()
+    with ctx.db.connect() as conn:   # the stored sessions' secrets are not kept past the run
+        conn.execute("UPDATE tls_lifetime_event SET session = NULL WHERE run_id = %s AND session IS NOT NULL",
+                     (ctx.run.id,))
     ctx.run.finish("finished", counts)
     return {"run_id": ctx.run.id, **counts}
 

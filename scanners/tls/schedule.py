@@ -49,6 +49,7 @@ from typing import Callable, Iterable, Optional
 from netsurvey.scanning import ScanStatus, ScanTarget
 
 from .results import ResumptionAttempt
+from .sessions import StoredSession
 
 
 def default_slots(n: int) -> int:
@@ -126,7 +127,7 @@ class PriorChain:
     decided: frozenset = frozenset()
 
 
-EventLog = Callable[[Chain, Optional[int], str, Optional[float], Optional[str]], None]
+EventLog = Callable[..., None]   # (chain, grid_index, event, due_at_wall_s, detail[, session_der])
 
 
 class LifetimeScheduler:
@@ -187,7 +188,7 @@ class LifetimeScheduler:
     def _chains(self, t: ScanTarget) -> list[tuple[str, str]]:
         return [(m, v) for v in self.o.versions for m in self.o.mechanisms if not (m == "id" and v == "1.3")]
 
-    def _open(self, t: ScanTarget, prior: dict) -> None:
+    def _open(self, t: ScanTarget, prior: dict, restored: dict) -> None:
         chains = []
         for m, v in self._chains(t):
             c = Chain(t, m, v, self.n)
@@ -201,7 +202,19 @@ class LifetimeScheduler:
             return
         self.open_targets[(t.hostname, t.address)] = len(chains)
         for c in chains:
-            self._start_round(c)
+            back = [r for r in restored.get(c.key, ()) if r[0] == c.round and c.lo < r[1] < c.hi]
+            if not back:
+                self._start_round(c)
+                continue
+            # the interrupted round goes on: its stored sessions are presented at their ages
+            c.planned_any = True
+            c.bracket_at_round_start = (c.lo, c.hi, len(c.decided))
+            now_m, now_w = time.monotonic(), time.time()
+            for _, k, due_wall, der in back:
+                done_m = now_m + (due_wall - self._age(k) - now_w)     # the initial handshake, on this clock
+                c.pending[k] = Held(StoredSession(der, True), done_m, None)
+                self._hold(c, +1)
+                self._push(done_m + self._age(k), "attempt", c, k)
 
     def _points(self, c: Chain) -> list[int]:
         if self.o.stop_on_refusal:
@@ -293,7 +306,8 @@ class LifetimeScheduler:
             self._hold(c, +1)
             c.planned_any = True
             due = h.completed_at + self._age(k)
-            self.log(c, k, "planned", time.time() + (due - time.monotonic()), None)
+            self.log(c, k, "planned", time.time() + (due - time.monotonic()), None,
+                     h.session.der if isinstance(h.session, StoredSession) else None)
             self._push(due, "attempt", c, k)
         finally:
             if not c.finished and c.establishing > 0:
@@ -347,8 +361,14 @@ class LifetimeScheduler:
             self.wake.set()
 
     # ------------------------------------------------------------------ the loop
-    async def run(self, targets: Iterable[ScanTarget], prior: Optional[dict] = None) -> None:
+    async def run(self, targets: Iterable[ScanTarget], prior: Optional[dict] = None,
+                  restored: Iterable[tuple] = ()) -> None:
+        """``prior``: chains of an interrupted run (:func:`prior_state`); ``restored``: its
+        pending attempts with stored sessions, (key, round, grid_index, due_at_wall_s, der)."""
         prior = prior or {}
+        back: dict = {}
+        for key, rnd, k, due, der in restored:
+            back.setdefault(key, []).append((rnd, k, due, der))
         it = iter(targets)
         more = True
         last_tick = time.monotonic()
@@ -358,7 +378,7 @@ class LifetimeScheduler:
                 if t is None:
                     more = False
                     break
-                self._open(t, prior)
+                self._open(t, prior, back)
             now = time.monotonic()
             if now - last_tick >= 1.0:
                 self.tick()
@@ -393,10 +413,11 @@ class LifetimeScheduler:
         self.tick()
 
 
-def prior_state(conn, run_id: int) -> tuple[dict, int]:
+def prior_state(conn, run_id: int) -> tuple[dict, int, list]:
     """Chains of run ``run_id`` from its event log -> ({(host, address, mech, version):
-    PriorChain}, number of pending attempts logged as lost now). Decided indices are
-    only needed (and read) for --keep-going runs, but are cheap to read always."""
+    PriorChain}, number of pending attempts without a stored session, logged as lost now,
+    [pending attempts with their stored session: (key, round, grid_index, due_at_wall_s,
+    der)]). Decided indices are only needed for --keep-going runs, but cheap to read."""
     import datetime as dt
 
     rows = conn.execute(
@@ -413,16 +434,18 @@ def prior_state(conn, run_id: int) -> tuple[dict, int]:
     for host, addr, m, v, lo, hi, rnd, fin, decided in rows:
         out[(host, addr, m, v)] = PriorChain(lo=lo, hi=hi or 0, round=rnd or 0, finished=bool(fin),
                                              decided=frozenset(decided or ()))
-    lost = conn.execute(
-        """INSERT INTO tls_lifetime_event (run_id, origin_host, origin_address, mechanism, version, round,
-                                           grid_index, event, at)
-           SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, p.grid_index,
-                  'lost', %s
-           FROM tls_lifetime_event p
+    pending = """FROM tls_lifetime_event p
            WHERE p.run_id = %s AND p.event = 'planned' AND NOT EXISTS (
                SELECT 1 FROM tls_lifetime_event o
                WHERE o.run_id = p.run_id AND o.origin_host = p.origin_host AND o.origin_address = p.origin_address
                  AND o.mechanism = p.mechanism AND o.version = p.version AND o.round = p.round
-                 AND o.grid_index = p.grid_index AND o.event <> 'planned')""",
+                 AND o.grid_index = p.grid_index AND o.event <> 'planned')"""
+    restored = [((h, a, m, v), rnd, k, due.timestamp(), bytes(der)) for h, a, m, v, rnd, k, due, der in conn.execute(
+        "SELECT p.origin_host, host(p.origin_address), p.mechanism, p.version, p.round, p.grid_index, p.due_at, "
+        "p.session " + pending + " AND p.session IS NOT NULL", (run_id,)).fetchall()]
+    lost = conn.execute(
+        "INSERT INTO tls_lifetime_event (run_id, origin_host, origin_address, mechanism, version, round, grid_index, "
+        "event, at) SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, p.grid_index, "
+        "'lost', %s " + pending + " AND p.session IS NULL",
         (dt.datetime.now(dt.timezone.utc), run_id)).rowcount
-    return out, lost
+    return out, lost, restored
