@@ -134,7 +134,7 @@ def sample_rss(proc: subprocess.Popen, series: list) -> None:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            if b"tls-lifetime" in cmd and b"/usr/bin/time" not in cmd[0] and b"testbed" not in cmd:
+            if b"tls-lifetime" in cmd and b"/usr/bin/time" not in cmd[0] and b"ip" != cmd[0]:
                 m = re.search(r"VmRSS:\s+(\d+) kB", status)
                 if m:
                     series.append((round(time.monotonic() - t0, 1), round(int(m.group(1)) / 1024, 1)))
@@ -152,7 +152,7 @@ def run_size(n: int, a, work: Path) -> dict:
                               "eth0", "--seconds", "7200"], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert sniff.stdout.readline().strip() == "ready"
     max_age, step = 86400 / a.factor, 300 / a.factor
-    argv = [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", "/usr/bin/time", "-v", sys.executable,
+    argv = ["ip", "netns", "exec", "nstb-vantage", "/usr/bin/time", "-v", sys.executable,
             "-m", "netsurvey.cli", "--config", str(cfg), *(["--dsn", a.dsn] if a.dsn else []), "scan",
             "tls-lifetime", "--port", str(PORT), "--no-verify", "--no-ipv6", "--tls", a.tls, "--mechanism",
             a.mechanism, "--max-age", f"{max_age:g}", "--step", f"{step:g}", "--hosts-in-flight",
@@ -164,7 +164,8 @@ def run_size(n: int, a, work: Path) -> dict:
     import threading
 
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env=dict(os.environ, NETSURVEY_IN_TESTBED="1", PYTHONPATH=str(REPO)))
     series: list = []
     sampler = threading.Thread(target=sample_rss, args=(proc, series), daemon=True)
     sampler.start()

@@ -159,8 +159,11 @@ class Bench:
     def cli(self, *args, vantage=False) -> tuple[dict, str]:
         inner = ["/usr/bin/time", "-v", sys.executable, "-m", "netsurvey.cli", "--config", str(self.cfg),
                  *(["--dsn", self.a.dsn] if self.a.dsn else []), *args]
-        argv = ([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", *inner] if vantage else inner)
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+        # the vantage namespace directly (as `testbed exec` does; the CA is not needed here), so a
+        # testbed configured by another checkout does not matter
+        argv = ["ip", "netns", "exec", "nstb-vantage", *inner] if vantage else inner
+        env = dict(os.environ, NETSURVEY_IN_TESTBED="1", PYTHONPATH=str(REPO))
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env)
         if p.returncode != 0:
             raise SystemExit(f"{' '.join(args[:3])} failed ({p.returncode}): {p.stderr[-1500:]}")
         return time_v(p.stderr), p.stdout
