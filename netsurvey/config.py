@@ -62,8 +62,9 @@ class EtiquetteConfig(_Strict):
     per_destination_pps: float = Field(20, gt=0, allow_inf_nan=False)
     #: Networks of servers the researcher runs (their own recursive resolver, the
     #: testbed): the per-destination limit does not apply to them; the global rate does.
-    #: The default is the testbed's ranges (never routed on the Internet: RFC 2544, 5180).
-    own_servers: list[str] = ["198.18.0.0/15", "2001:2::/48"]
+    #: Default none: a config that sets per_destination_pps gets it everywhere. The sample
+    #: config/survey.toml lists the testbed's ranges.
+    own_servers: list[str] = []
     #: Contact string added to any HTTP User-Agent the scanners send.
     contact: str = "netsurvey research scan; see https://example.test/optout"
 

@@ -129,6 +129,7 @@ class RateLimiter:
         self._tokens = max(1.0, rate)
         self._last = time.monotonic()
         self._dest: OrderedDict[str, float] = OrderedDict()  # dest -> earliest next send time
+        self._released: OrderedDict[str, float] = OrderedDict()  # dest -> when the last acquire returned
         self._max_dest = max_destinations
         self._lock = asyncio.Lock()
 
@@ -173,6 +174,24 @@ class RateLimiter:
             wait = self._take_dest(dest, self._take_global())
         if wait > 0:
             await asyncio.sleep(wait)
+        if dest is not None and self.per_destination and not (self.exempt and self._is_exempt(dest)):
+            await self._spaced(dest)
+
+    async def _spaced(self, dest: str) -> None:
+        """Waiters whose sleeps ended together (an event loop that fell behind wakes them in
+        one go) would send to ``dest`` in a burst although their slots were spaced: each is
+        released only 1/per_destination after the previous one to ``dest`` actually was."""
+        gap = 1.0 / self.per_destination
+        while True:
+            now = time.monotonic()
+            last = self._released.get(dest)
+            if last is None or now - last >= gap:
+                self._released[dest] = now
+                self._released.move_to_end(dest)
+                if len(self._released) > self._max_dest:
+                    self._released.popitem(last=False)
+                return
+            await asyncio.sleep(gap - (now - last))
 
     def take_sync(self, dest: str | None = None) -> float:
         """Non-async variant for packet engines: seconds to wait before the next packet

@@ -9,7 +9,8 @@ PACKET_OUTGOING, i.e. what this namespace sent (raw-socket frames included, as a
 that builds its own SYNs sends them). Each IPv4/IPv6 packet becomes one JSON line:
 
     {"t": kernel receive time (s, SO_TIMESTAMPNS), "src", "dst", "proto": "tcp"|"udp"|"icmp"|
-     "icmp6"|<number>, "sport", "dport", "syn": SYN without ACK, "quic_initial": UDP payload
+     "icmp6"|<number>, "sport", "dport", "syn": SYN without ACK, "synack": SYN+ACK (run in a
+     server's namespace, it counts the connections the server accepted), "quic_initial": UDP payload
      is a QUIC long-header Initial, "dns_id": DNS query id (UDP to port 53, QR=0), "len"}
 
 The first line on stdout is "ready" once the socket is bound; on SIGTERM/SIGINT (or after
@@ -62,6 +63,7 @@ def parse(frame: bytes) -> dict | None:
     if proto == 6 and len(l4) >= 14:
         flags = l4[13]
         rec["syn"] = bool(flags & 0x02) and not flags & 0x10
+        rec["synack"] = flags & 0x12 == 0x12      # what a server sends per accepted connection attempt
     elif proto == 17 and len(l4) >= 9:
         payload = l4[8:]
         # QUIC long header, Initial packet type (v1: type bits 00; v2: 01), version != 0 (not VN)

@@ -65,7 +65,10 @@ def test_sample_config_is_valid_and_complete():
     from conftest import REPO
 
     cfg = load_config(REPO / "config" / "survey.toml")
-    assert cfg == SurveyConfig()   # the sample shows every default
+    # the sample shows every default; the one setting it changes on purpose: the testbed's
+    # servers are the researcher's own (per-destination limit off for them)
+    assert cfg.etiquette.own_servers == ["198.18.0.0/15", "2001:2::/48"]
+    assert cfg.model_copy(update={"etiquette": cfg.etiquette.model_copy(update={"own_servers": []})}) == SurveyConfig()
 
 
 def test_external_server_unreachable_is_one_line(tmp_path):

@@ -73,6 +73,27 @@ def test_take_sync_paces_per_destination_and_own_servers_are_exempt():
         EtiquetteConfig(own_servers=["not-a-network"])
 
 
+def test_per_destination_spacing_survives_a_stalled_event_loop():
+    """Slots are reserved in advance; a loop that falls behind (CPU contention) wakes
+    several waiters at once: they must still be released 1/per_destination apart
+    (issue 26: a server counted 24 connections/s at a limit of 20)."""
+    async def go():
+        lim = RateLimiter(rate=10_000, per_destination=20)
+        released = []
+
+        async def one():
+            await lim.acquire("198.18.10.1")
+            released.append(time.monotonic())
+        tasks = [asyncio.ensure_future(one()) for _ in range(10)]
+        await asyncio.sleep(0)
+        time.sleep(0.3)            # the loop stalls while 6 slots (50 ms apart) fall due
+        await asyncio.gather(*tasks)
+        return released
+    r = asyncio.run(go())
+    gaps = [b - a for a, b in zip(r, r[1:])]
+    assert min(gaps) >= 0.049, gaps
+
+
 def test_runner_never_hands_blocked_targets_to_scanner(db):
     from netsurvey.config import SurveyConfig
     from netsurvey.runs import start_run

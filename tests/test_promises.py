@@ -471,8 +471,7 @@ def run_in_lab(lab, cmd, env=None, timeout=150) -> subprocess.CompletedProcess:
 
 
 def write_config(tmp_path, name="survey.toml", block=(), rate=None, per_dest=None) -> Path:
-    # own_servers = []: the testbed's servers are not exempt from per_destination_pps here
-    lines = ["[etiquette]", "block = [" + ", ".join(f'"{b}"' for b in block) + "]", "own_servers = []"]
+    lines = ["[etiquette]", "block = [" + ", ".join(f'"{b}"' for b in block) + "]"]
     if rate:
         lines.append(f"rate_pps = {rate}")
     if per_dest:

@@ -124,11 +124,24 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
         concurrency: int = typer.Option(100, "--concurrency", help="Handshakes in flight."),
+        sessions: int = typer.Option(0, "--sessions", help="Sessions held per host, mechanism and version "
+                                     "(0 = ceil(sqrt(ages)): two search rounds)."),
+        hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", help="Targets searched at once."),
+        resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run (its own "
+                                             "targets and options)."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ):
         """Measured maximum resumption lifetime per host and mechanism (Fig 4.6 measured, Fig 4.8)."""
         from .lifetime import LifetimeOptions, parse_duration
-        from .run import run_lifetime
+        from .run import resume_lifetime, run_lifetime
+
+        if sessions < 0 or hosts_in_flight < 1 or concurrency < 1:
+            raise UsageError("--sessions must be >= 0, --hosts-in-flight and --concurrency >= 1")
+        if resume is not None:
+            if list_name or target:
+                raise UsageError("--resume takes the run's own targets: give no --list/--target")
+            _print(resume_lifetime(resume), as_json)
+            return
 
         try:
             ma, st = parse_duration(max_age), parse_duration(step)
@@ -140,7 +153,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         opts = LifetimeOptions(max_age=ma, step=st, mechanisms=_mechanisms(mechanism), versions=_versions(tls),
                                chain=chain, stop_on_refusal=not keep_going, timeout=timeout, verify=not no_verify)
         hosts = _hosts(list_name, top, target)
-        _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency), as_json)
+        _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=sessions,
+                            hosts_in_flight=hosts_in_flight), as_json)
 
     @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'))
     def scan_tls_shared(

@@ -22,6 +22,7 @@ from typing import Optional
 from netsurvey.scanning import ScanStatus
 
 from .results import TicketInfo
+from .sessions import StoredSession, put as put_session, take as take_session
 from .tls13 import KeyLog, post_handshake_tickets
 from .wire import ALERTS, client_random, first_alert, key_name, looks_like_tls, parse_cleartext_flight, \
     split_records, ticket_format, ticket_layout
@@ -58,7 +59,7 @@ class Handshake:
     tickets: list[TicketInfo] = field(default_factory=list)
     cert_der: Optional[bytes] = None
     resumed: bool = False
-    session: Optional[ssl.SSLSession] = None
+    session: Optional[object] = None       # sessions.StoredSession, or ssl.SSLSession where libssl is not reachable
     handshake_ms: Optional[float] = None
     completed_at: Optional[float] = None   # time.monotonic() at handshake completion
     session_error: Optional[str] = None    # why ``session`` is None after a successful handshake
@@ -156,7 +157,10 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
             return Handshake(ScanStatus.CONNECTION_REFUSED, f"connect:{exc.strerror or exc}")
         t0 = time.perf_counter()
         inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        obj = ctx.wrap_bio(inc, out, server_hostname=sni, session=session)
+        stored = isinstance(session, StoredSession)
+        obj = ctx.wrap_bio(inc, out, server_hostname=sni, session=None if stored else session)
+        if stored and not put_session(obj, sni, session):
+            return Handshake(ScanStatus.UNKNOWN_ERROR, "session-not-set: libssl refused the stored session")
 
         async def flush() -> None:
             data = out.read()
@@ -241,7 +245,8 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
             except (_Closed, ssl.SSLError, OSError):
                 pass   # the handshake succeeded; tickets are whatever arrived
         try:
-            hs.session = obj.session
+            # bytes through libssl (sessions.py): SSLObject.session leaks a copy on CPython 3.11
+            hs.session = take_session(obj, sni) or obj.session
         except ValueError as exc:
             # OpenSSL cannot serialise the session (i2d_SSL_SESSION fails, e.g. for an ~81 KB
             # peer chain): the handshake stands, only resumption cannot be tried.

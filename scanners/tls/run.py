@@ -76,17 +76,61 @@ def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
     return ok, len(targets) - len(ok)
 
 
-def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, concurrency: int) -> dict:
-    params = {"hosts": len(hosts), "port": port, "ipv6": ipv6, **opts.__dict__}
-    ctx = open_scan("tls-lifetime", params, packages=("cryptography",), targets=_plan(hosts, port),
-                    concurrency=concurrency)
+EVENT_COLUMNS = [("run_id", "int8"), ("origin_host", "text"), ("origin_address", "inet"), ("mechanism", "text"),
+                 ("version", "text"), ("round", "int4"), ("grid_index", "int4"), ("event", "text"),
+                 ("due_at", "timestamptz"), ("at", "timestamptz"), ("detail", "text"), ("session", "bytea")]
+
+
+def _event_writer(db) -> ResultWriter:
+    return ResultWriter(db, "tls_lifetime_event", [c for c, _ in EVENT_COLUMNS],
+                        types=[t for _, t in EVENT_COLUMNS], batch_rows=2000)
+
+
+def lifetime_params(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, concurrency: int,
+                    slots: int, hosts_in_flight: int) -> dict:
+    """scan_run.parameters of a tls-lifetime run: everything --resume needs (the targets too)."""
+    return {"hosts": len(hosts), "port": port, "ipv6": ipv6, "concurrency": concurrency, "slots": slots,
+            "hosts_in_flight": hosts_in_flight, "targets": [list(h) for h in hosts], **opts.__dict__}
+
+
+def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, concurrency: int,
+                 slots: int = 0, hosts_in_flight: int = 1000, ctx=None, resumed_from: Optional[int] = None) -> dict:
+    """The lifetime probe. Default mode: the bounded-memory scheduler (schedule.py); --chain:
+    one session per chain, all targets at once (as before). ``ctx`` given = continue that
+    run (--resume)."""
+    from .schedule import LifetimeScheduler, default_slots, prior_state
+
+    n_ages = len(opts.ages)
+    slots = slots or default_slots(n_ages)
+    if ctx is None:
+        params = lifetime_params(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=slots,
+                                 hosts_in_flight=hosts_in_flight)
+        ctx = open_scan("tls-lifetime", params, packages=("cryptography",), targets=_plan(hosts, port),
+                        concurrency=concurrency)
     counts = {"attempts": 0, "resumed": 0}
+    prior, lost, restored = {}, 0, []
+    if resumed_from is not None:
+        with ctx.db.connect() as conn:
+            prior, lost, restored = prior_state(conn, resumed_from)
+        counts["lost_on_restart"] = lost
+        counts["restored_on_restart"] = len(restored)
+    stats = {}
     try:
-        with _resumption_writer(ctx.db) as w:
+        with _resumption_writer(ctx.db) as w, _event_writer(ctx.db) as ew:
             def emit(a: ResumptionAttempt) -> None:
                 counts["attempts"] += 1
                 counts["resumed"] += a.resumed
                 w.write(_resumption_row(ctx.run.id, a))
+
+            def log(c, k, event, due_wall, detail, session=None) -> None:
+                now = dt.datetime.now(dt.timezone.utc)
+                due = dt.datetime.fromtimestamp(due_wall, dt.timezone.utc) if due_wall is not None else None
+                ew.write((ctx.run.id, c.target.hostname, ipaddress.ip_address(c.target.address), c.mechanism,
+                          c.version, c.round, k, event, due, now, detail, session))
+
+            def tick() -> None:
+                ew.flush()
+                w.flush()
 
             async def go():
                 targets, failed = await expand_targets(hosts, port, ipv6)
@@ -94,15 +138,66 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                 counts.update(targets=len(targets), blocked=blocked, unresolved=len(failed))
                 probe = LifetimeProbe(opts, emit, concurrency, limiter=ctx.limiter)
                 try:
-                    await asyncio.gather(*(probe.probe(t) for t in targets))
+                    if opts.chain:
+                        await asyncio.gather(*(probe.probe(t) for t in targets))
+                        return
+                    sched = LifetimeScheduler(probe, slots=slots, hosts_in_flight=hosts_in_flight, log=log,
+                                              tick=tick, concurrency=concurrency)
+                    try:
+                        await sched.run(targets, prior, restored)
+                    finally:
+                        stats.update(slots=slots, rounds_max=sched.rounds_max, sessions_peak=sched.peak_held,
+                                     sessions_peak_per_target=sched.peak_held_target)
                 finally:
                     probe.close()
             asyncio.run(go())
     except BaseException:
+        counts.update(stats)
         ctx.run.finish("failed", counts)
         raise
+    counts.update(stats)
+    if resumed_from is not None:   # the run's totals, not only this process's
+        with ctx.db.connect() as conn:
+            counts["attempts"], counts["resumed"] = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE resumed) FROM tls_resumption WHERE run_id = %s",
+                (ctx.run.id,)).fetchone()
+    with ctx.db.connect() as conn:   # the stored sessions' secrets are not kept past the run
+        conn.execute("UPDATE tls_lifetime_event SET session = NULL WHERE run_id = %s AND session IS NOT NULL",
+                     (ctx.run.id,))
     ctx.run.finish("finished", counts)
     return {"run_id": ctx.run.id, **counts}
+
+
+def resume_lifetime(run_id: int) -> dict:
+    """Continue an interrupted tls-lifetime run (``--resume RUN``) with its own parameters."""
+    from netsurvey.clictx import migrated_db, state as st
+    from netsurvey.etiquette import RateLimiter, TargetPolicy
+    from netsurvey.runctx import is_dry_run
+    from netsurvey.runs import Run
+    from netsurvey.scanning import ScanContext
+
+    db = migrated_db()
+    with db.connect() as conn:
+        row = conn.execute("SELECT kind, parameters, status FROM scan_run WHERE id=%s", (run_id,)).fetchone()
+    if row is None or row[0] != "tls-lifetime" or "targets" not in (row[1] or {}):
+        raise UsageError(f"--resume: no resumable tls-lifetime run with id {run_id}")
+    if row[2] == "finished":
+        raise UsageError(f"--resume: run {run_id} is already finished")
+    p = row[1]
+    if p.get("chain"):
+        raise UsageError("--resume: --chain runs cannot be resumed")
+    hosts = [tuple(h) for h in p["targets"]]
+    keys = ("max_age", "step", "mechanisms", "versions", "chain", "stop_on_refusal", "timeout", "verify")
+    opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})
+    if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
+        open_scan("tls-lifetime", {"resume": run_id}, targets=_plan(hosts, p["port"]))
+    cfg = st.config
+    ctx = ScanContext(db=db, run=Run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+                      limiter=RateLimiter(cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps))
+    with db.connect() as conn:
+        conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (run_id,))
+    return run_lifetime(hosts, opts, port=p["port"], ipv6=p["ipv6"], concurrency=p["concurrency"],
+                        slots=p["slots"], hosts_in_flight=p["hosts_in_flight"], ctx=ctx, resumed_from=run_id)
 
 
 def read_groups(path: Path) -> dict[str, list[str]]:

@@ -1,0 +1,292 @@
+"""Whole-command scale bench (issue 26): import a Tranco-format list, scan, store, draw the
+thesis figure, for ``scan dns-ttl`` (Fig 2.5) and ``scan tfo`` (Table 3.1) at several list
+sizes, with wall time, CPU, peak RSS, database growth, cost per target and the slope
+between sizes; writes a markdown table, a CSV and a log-log plot.
+
+    python3 bench/scale.py [--sizes 10000,100000] [--measurements dns,tfo]
+                           [--names-per-address 16] [--out out/scale] [--dsn DSN]
+    python3 bench/scale.py --sizes 1000000            # the 1M point (documented command)
+    python3 bench/scale.py --list-only 1000000 > tranco-scale.csv   # just the list
+
+The testbed Internet it runs against (root, testbed up; nothing leaves the namespaces):
+- names ``n<i>.b<j>.scale.test`` in a Tranco-format list (``rank,domain``) from
+  :func:`tranco_lines` (a generator, no shipped file); ``--names-per-address`` names share
+  one bucket j, and every bucket is one address of 198.19.0.0/16 (the ``nstb-scale``
+  namespace answers the whole /16; its TFO server listens on ports 80/443 of every
+  address), as on a CDN. Every 50th bucket has no record (NXDOMAIN), TTLs vary per bucket
+  (60 ... 86400 s).
+- a temporary knot (authoritative for ``scale.test``, wildcards ``*.b<j>.scale.test``) on
+  198.19.255.53 inside ``nstb-scale``, started and stopped by this script; the scans ask
+  it directly (``--nameserver``), so nothing of the shared testbed is changed.
+- the campaign etiquette of docs/campaign.md: a config allowing everything
+  (``0.0.0.0/0``, ``::/0``: the reserved ranges stay blocked, the testbed's benchmarking
+  range is explicitly allowed) with a blocklist file (one bucket blocked) and
+  ``per_destination_pps`` (default 2, the guide's value). Where a scanner honours the
+  per-destination limit it bites here: ``--names-per-address`` names share each address.
+
+Per size and measurement, each step runs under ``/usr/bin/time -v`` (scans inside the
+testbed's vantage): ``targets import``, ``scan ...``, ``plot ...``; the database size
+(pg_database_size) is read before and after. Numbers taken on a shared machine are noisy:
+say so when quoting them.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NS = "nstb-scale"
+DNS_ADDR = "198.19.255.53"
+ZONE = "scale.test"
+TTLS = (60, 300, 300, 3600, 600, 86400, 20, 1800)
+
+
+def bucket_address(j: int) -> str:
+    j += 256                                # 198.19.1.0 upwards; 198.19.255.x stays free
+    return f"198.19.{(j >> 8) & 255}.{j & 255}"
+
+
+def buckets(n: int, per_address: int) -> int:
+    return -(-n // per_address)
+
+
+def tranco_lines(n: int, per_address: int):
+    """Tranco-format lines 'rank,domain' of the testbed Internet (a generator)."""
+    for i in range(n):
+        yield f"{i + 1},n{i}.b{i // per_address}.{ZONE}\n"
+
+
+def write_zone(path: Path, nb: int) -> None:
+    if nb > 65000 - 256:
+        raise SystemExit(f"{nb} buckets do not fit 198.19.1.0 - 198.19.254.255: raise --names-per-address")
+    with path.open("w") as f:
+        f.write(f"$ORIGIN {ZONE}.\n$TTL 300\n@ SOA ns.{ZONE}. admin.{ZONE}. 1 3600 600 86400 60\n"
+                f"@ NS ns.{ZONE}.\nns A {DNS_ADDR}\n")
+        for j in range(nb):
+            if j % 50 == 49:
+                continue                    # NXDOMAIN bucket
+            f.write(f"*.b{j} {TTLS[j % len(TTLS)]} A {bucket_address(j)}\n")
+
+
+def start_knot(work: Path, nb: int) -> subprocess.Popen:
+    for d in ("zones", "run", "db"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    write_zone(work / "zones" / f"{ZONE}.zone", nb)
+    conf = work / "knot.conf"
+    conf.write_text(f"""server:
+    rundir: "{work / 'run'}"
+    pidfile: "{work / 'knot.pid'}"
+    listen: [ {DNS_ADDR}@53 ]
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+log:
+  - target: "{work / 'knot.log'}"
+    any: warning
+database:
+    storage: "{work / 'db'}"
+control:
+    listen: "{work / 'run' / 'knot.sock'}"
+template:
+  - id: default
+    storage: "{work / 'zones'}"
+    file: "%s.zone"
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+zone:
+  - domain: {ZONE}.
+""")
+    p = subprocess.Popen(["ip", "netns", "exec", NS, "knotd", "-c", str(conf)], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        r = subprocess.run(["ip", "netns", "exec", NS, "python3", "-c",
+                            "import dns.resolver,sys; r=dns.resolver.Resolver(configure=False); "
+                            f"r.nameservers=['{DNS_ADDR}']; r.lifetime=0.5; "
+                            f"print(r.resolve('n0.b0.{ZONE}','A')[0])"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return p
+        time.sleep(0.2)
+    stop(p)
+    raise SystemExit(f"knot did not answer on {DNS_ADDR}: {(work / 'knot.log').read_text()[-500:] if (work / 'knot.log').exists() else ''}")
+
+
+def stop(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=20)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def time_v(stderr: str) -> dict:
+    def get(label):
+        m = re.search(rf"{re.escape(label)}: (.+)", stderr)
+        return m.group(1).strip() if m else "0"
+    parts = [float(x) for x in get("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")]
+    return {"wall_s": sum(v * 60 ** i for i, v in enumerate(reversed(parts))),
+            "cpu_s": float(get("User time (seconds)")) + float(get("System time (seconds)")),
+            "peak_rss_mb": int(get("Maximum resident set size (kbytes)")) / 1024}
+
+
+class Bench:
+    def __init__(self, a, work: Path):
+        self.a, self.work = a, work
+        self.cfg = work / "survey.toml"
+        block = work / "blocklist.conf"
+        block.write_text(f"# one bucket opted out\n{bucket_address(7)}/32\n")
+        self.cfg.write_text(
+            "[database]\n" + (f'dsn = "{a.dsn}"\n' if a.dsn else "") +
+            "[etiquette]\n"
+            'allow = ["0.0.0.0/0", "::/0", "198.18.0.0/15"]\n'
+            f'block = []\nblocklist_files = ["{block}"]\n'
+            f"rate_pps = {a.rate}\nper_destination_pps = {a.pdp}\n"
+            'contact = "netsurvey scale bench (testbed only)"\n')
+
+    def cli(self, *args, vantage=False) -> tuple[dict, str]:
+        inner = ["/usr/bin/time", "-v", sys.executable, "-m", "netsurvey.cli", "--config", str(self.cfg),
+                 *(["--dsn", self.a.dsn] if self.a.dsn else []), *args]
+        # the vantage namespace directly (as `testbed exec` does; the CA is not needed here), so a
+        # testbed configured by another checkout does not matter
+        argv = ["ip", "netns", "exec", "nstb-vantage", *inner] if vantage else inner
+        env = dict(os.environ, NETSURVEY_IN_TESTBED="1", PYTHONPATH=str(REPO))
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env)
+        if p.returncode != 0:
+            raise SystemExit(f"{' '.join(args[:3])} failed ({p.returncode}): {p.stderr[-1500:]}")
+        return time_v(p.stderr), p.stdout
+
+    def db_bytes(self) -> int:
+        _, out = self.cli("sql", "SELECT pg_database_size(current_database())", "--format", "csv")
+        return int(out.strip().splitlines()[-1])
+
+    def one(self, measurement: str, n: int) -> dict:
+        lst = self.work / f"tranco-{n}.csv"
+        if not lst.exists():
+            with lst.open("w") as f:
+                f.writelines(tranco_lines(n, self.a.names_per_address))
+        name = f"scale{n}_{measurement}_{int(time.time())}"
+        size0 = self.db_bytes()
+        steps = {}
+        steps["import"], _ = self.cli("targets", "import", str(lst), "--list", name)
+        if measurement == "dns":
+            steps["scan"], out = self.cli("scan", "dns-ttl", "--list", name, "--nameserver", DNS_ADDR, "--types", "A",
+                                          "--json", vantage=True)
+            fig = "dns-ttl-cdf"
+        else:
+            steps["scan"], out = self.cli("scan", "tfo", "--list", name, "--nameserver", DNS_ADDR, "--rate",
+                                          str(self.a.rate), "--json", vantage=True)
+            fig = "tfo-support-table"
+        summary = json.loads(out.strip().splitlines()[-1])
+        run_id = summary.get("run_id") or summary.get("run", {}).get("id")
+        steps["plot"], _ = self.cli("plot", fig, "--run", str(run_id), "--out", str(self.work / f"fig-{name}"))
+        size1 = self.db_bytes()
+        wall = sum(s["wall_s"] for s in steps.values())
+        cpu = sum(s["cpu_s"] for s in steps.values())
+        row = {"measurement": measurement, "targets": n, "addresses": buckets(n, self.a.names_per_address),
+               "run_id": run_id, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+               "peak_rss_mb": round(max(s["peak_rss_mb"] for s in steps.values()), 1),
+               "db_growth_mb": round((size1 - size0) / 2**20, 1),
+               "wall_us_per_target": round(wall / n * 1e6, 1), "cpu_us_per_target": round(cpu / n * 1e6, 1),
+               "db_bytes_per_target": round((size1 - size0) / n, 1)}
+        for k, s in steps.items():
+            row[f"{k}_wall_s"] = round(s["wall_s"], 2)
+            row[f"{k}_rss_mb"] = round(s["peak_rss_mb"], 1)
+        row["counts"] = json.dumps(summary.get("counts", summary), sort_keys=True)[:300]
+        return row
+
+
+def slopes(rows: list[dict]) -> None:
+    """Slope of log(wall) over log(targets) from the previous size of the same measurement
+    (1 = linear, cost per target flat)."""
+    prev = {}
+    for r in rows:
+        p = prev.get(r["measurement"])
+        r["slope_wall"] = r["slope_cpu"] = ""
+        if p is not None:
+            f = math.log(r["targets"] / p["targets"])
+            r["slope_wall"] = round(math.log(r["wall_s"] / p["wall_s"]) / f, 3)
+            r["slope_cpu"] = round(math.log(r["cpu_s"] / p["cpu_s"]) / f, 3)
+        prev[r["measurement"]] = r
+
+
+def write_outputs(rows: list[dict], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cols = ["measurement", "targets", "addresses", "wall_s", "cpu_s", "peak_rss_mb", "db_growth_mb",
+            "wall_us_per_target", "cpu_us_per_target", "db_bytes_per_target", "slope_wall", "slope_cpu",
+            "import_wall_s", "scan_wall_s", "plot_wall_s", "scan_rss_mb", "run_id"]
+    with (out / "scale.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols + ["counts"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    (out / "scale.md").write_text("\n".join(md) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    for m in sorted({r["measurement"] for r in rows}):
+        rs = [r for r in rows if r["measurement"] == m]
+        ax[0].loglog([r["targets"] for r in rs], [r["wall_s"] for r in rs], "o-", label=f"{m} wall")
+        ax[0].loglog([r["targets"] for r in rs], [r["cpu_s"] for r in rs], "s--", label=f"{m} CPU")
+        ax[1].loglog([r["targets"] for r in rs], [r["peak_rss_mb"] for r in rs], "o-", label=f"{m} peak RSS")
+    ax[0].set(xlabel="targets", ylabel="seconds (import + scan + figure)")
+    ax[1].set(xlabel="targets", ylabel="MiB")
+    for x in ax:
+        x.legend()
+        x.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=120)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--measurements", default="dns,tfo")
+    ap.add_argument("--names-per-address", type=int, default=16)
+    ap.add_argument("--rate", type=float, default=10000, help="etiquette.rate_pps (and scan tfo --rate)")
+    ap.add_argument("--pdp", type=float, default=2, help="etiquette.per_destination_pps (docs/campaign.md: 2)")
+    ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
+    ap.add_argument("--out", type=Path, default=REPO / "out" / "scale")
+    ap.add_argument("--list-only", type=int, metavar="N", help="print the N-line Tranco-format list and exit")
+    a = ap.parse_args()
+    if a.list_only:
+        sys.stdout.writelines(tranco_lines(a.list_only, a.names_per_address))
+        return 0
+    sizes = [int(x) for x in a.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as d:
+        work = Path(d)
+        work.chmod(0o755)
+        knot = start_knot(work, buckets(max(sizes), a.names_per_address))
+        try:
+            b = Bench(a, work)
+            for n in sizes:
+                for m in a.measurements.split(","):
+                    r = b.one(m, n)
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
+        finally:
+            stop(knot)
+    slopes(rows)
+    write_outputs(rows, a.out)
+    print((a.out / "scale.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
