@@ -6,6 +6,7 @@ from __future__ import annotations
 from .engine import cdf, percentiles
 from .figures import FigureContext, figure
 from .style import new_figure, step_cdf
+from . import thesis_overlay
 
 _GROUPS = ("all", "same AS", "other AS")
 _METRICS = (("rtt_direct_ms", "RTT_direct", "-"), ("rtt_server_ms", "RTT_Server", "--"),
@@ -39,6 +40,7 @@ def resolver_rtt(ctx: FigureContext) -> None:
             ax.axvline(x, color="grey", linewidth=0.8, linestyle=":")
             ax.annotate(f"{mark} {x:g} ms", (x, 0.05 if p == 0.95 else 0.15), fontsize=7)
     ax.legend(loc="upper left")
+    thesis_overlay.apply(ctx, ax, source=src, params=params)
     ctx.save(fig)
     with ctx.db.connect() as conn:
         below = dict(conn.execute(
@@ -76,6 +78,9 @@ def rtt_triplet(ctx: FigureContext) -> None:
             c = cdfs[label]
             step_cdf(ax, list(c.values), list(c.probs), label=f"{label} (n={c.n})", linestyle=ls)
     ax.legend(loc="lower right")
+    thesis_overlay.apply(ctx, ax, source=src, params=params,
+                         ours={"share_server_5ms_faster": 100 * faster5 / n if n else None,
+                               "share_server_10ms_faster": 100 * faster10 / n if n else None})
     ctx.save(fig)
     rows = [[label, cdfs[label].n, *(pct.get(label, {}).get(p) for p in (0.5, 0.9, 0.99))]
             for _c, label, _ in _METRICS if label in cdfs]

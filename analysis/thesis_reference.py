@@ -177,9 +177,9 @@ REFERENCES: tuple[Ref, ...] = (
     Ref("tls-lifetime-hint", "share_hint_zero", "ticket hints of 0 s", 2, "%", f"{_S451}, Fig 4.6",
         "In both sets, around 2% of all sites use a lifetime hint of zero seconds.", stat="share_eq", x=0,
         series="1.2", qualifier="~", draw=False),
-    Ref("tls-lifetime-hint", "share_ticket_not_resumed", "sites not resuming a ticket even immediately", 10, "%",
+    Ref("tls-lifetime-hint", "share_ticket_not_resumed", "sites not resuming a ticket even immediately (measured)", 10, "%",
         f"{_S451}, Fig 4.6", "around 10% of the sites do not allow a resumption with session tickets immediately "
-        "after the initial visit", stat="share_null", series="measured ticket TLS 1.2", qualifier="~",
+        "after the initial visit", stat="share_null", series="ticket TLS 1.2", qualifier="~",
         draw=False),
     Ref("tls-lifetime-hint-tail", "share_hint_le_28h", "ticket hints <= 28 h (Google's hint, 100800 s)", 97.13,
         "%", f"{_S451}, Fig 4.7", "Google and various of its domains are configured to a ticket lifetime of 28 "
