@@ -6,7 +6,7 @@
 * drawn where it can be placed on the figure's axes - a black star at (x, share) on a CDF,
   at (category, value) on a bar/point figure, a dashed vertical line for a published
   maximum - and listed in a second legend under the axes as
-  "thesis: <value> <what> (<section, figure>)"; a value that cannot be placed (e.g. a mean)
+  "thesis: <what>: <value> (<section, figure>)"; a value that cannot be placed (e.g. a mean)
   is listed in that legend without a mark;
 * compared with ours (computed in PostgreSQL from the figure's own source query, or given
   by the figure) in ``ctx.compare`` for the report;

@@ -20,7 +20,7 @@ Fields of a :class:`Ref`:
 * ``series`` - our series (CDF group / bar label) it corresponds to, None = the figure's
   only or pooled series;
 * ``qualifier`` - the thesis's own hedge: ``""`` exact, ``"~"`` (around/approximately),
-  ``">"`` (more than / at least), ``"<"``;
+  ``">"`` (more than / above), ``">="`` (at least), ``"<"``, ``"<="`` (at most);
 * ``draw`` - False for values that would mislead on our axes (the CSV and the report still
   list them).
 """
@@ -50,16 +50,13 @@ class Ref:
     draw: bool = True
 
     def value_text(self) -> str:
-        q = {"~": "~", ">": ">", "<": "<", "": ""}[self.qualifier]
+        q = {"~": "~", ">": ">", ">=": ">=", "<": "<", "<=": "<=", "": ""}[self.qualifier]
         unit = self.unit if self.unit in ("%",) else f" {self.unit}"
         return f"{q}{self.value:g}{unit}"
 
     def label(self) -> str:
-        """Legend text: 'thesis: 59% (Sec 2.4.1, Fig 2.4)'."""
-        return f"thesis: {self.value_text()} {self.short()} ({self.where})"
-
-    def short(self) -> str:
-        return self.what
+        """Legend text: 'thesis: probes < 10 ms RTT to a same-AS resolver: 59% (Sec 2.4.1, Fig 2.4)'."""
+        return f"thesis: {self.what}: {self.value_text()} ({self.where})"
 
 
 def _tfo(cut_label: str, cut: int, value: float) -> Ref:
@@ -132,7 +129,7 @@ REFERENCES: tuple[Ref, ...] = (
 
     Ref("tfo-addresses-per-host", "share_several_addresses", "hostnames always supporting TFO served from >= 2 "
         "addresses", 81, "%", f"{_S322}, Fig 3.2", "at least 81% of the tested hostnames are served from several "
-        "IP addresses", stat="share_ge", x=2, qualifier=">"),
+        "IP addresses", stat="share_ge", x=2, qualifier=">="),
     Ref("tfo-addresses-per-host", "mean_addresses", "mean server addresses per hostname", 2.1, "addresses",
         f"{_S322}, Fig 3.2", "On average, the tested hostnames are served each from 2.1 different IP addresses "
         "across our measurements.", stat="mean"),
@@ -237,7 +234,7 @@ REFERENCES: tuple[Ref, ...] = (
         "and 4320 hours", stat="max", draw=False),
     Ref("quic-turnover", "server_config_period_h", "gQUIC server config turnover period, at most (analogue of "
         "our key turnover)", 12, "h", "Sec 6.4.2 (Server config turnover)", "the investigated web servers issue "
-        "new *server configs* at least every twelve hours", stat="max", qualifier="<", draw=False),
+        "new *server configs* at least every twelve hours", stat="max", qualifier="<=", draw=False),
 
     # ---- chapter 9: QuicSocks ---------------------------------------------------------------
     Ref("atlas-rtt-triplet", "share_rtt_dns_below_10ms", "probes with RTT_DNS < 10 ms (ISP resolver)", 60, "%",

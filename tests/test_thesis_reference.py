@@ -34,6 +34,7 @@ def test_every_entry_names_a_figure_and_states_its_number():
         assert f"{r.value:g}" in quote, f"{r.key}: {r.value:g} not in the quoted sentence {r.quote!r}"
         assert r.stat in {"share_lt", "share_le", "share_gt", "share_ge", "share_eq", "share_null", "quantile",
                           "max", "mean", "at", "count"}
+        assert r.qualifier in {"", "~", ">", ">=", "<", "<="}
     # every registered figure either carries values or says why the thesis gives none
     with_values = {r.figure for r in REFERENCES}
     assert set(specs) <= with_values | set(NOT_PUBLISHED)
@@ -67,7 +68,7 @@ def test_rendered_figures_show_the_thesis_values(db, tmp_path):
     assert ref["tfo_share_top_100"]["drawn"] == "legend" and ref["tfo_share_top_100"]["ours"] == ""
     assert ref["tfo_share_top_10"]["where"] == "Sec 3.2.2, Table 3.1"
     svg = (tmp_path / "t" / "tfo-support-table.svg").read_text()
-    assert "thesis: 60% hostnames with TFO support in Alexa Top 10 (Sec 3.2.2, Table 3.1)" in svg
+    assert "thesis: hostnames with TFO support in Alexa Top 10: 60% (Sec 3.2.2, Table 3.1)" in svg
     assert "testbed (nstb-vantage)" in svg                           # provenance footnote kept
     cmp = {c["quantity"]: c for c in out["notes"]["compare"]}
     assert cmp["hostnames with TFO support in Alexa Top 10"]["thesis"] == "60% (Sec 3.2.2, Table 3.1)"
@@ -79,7 +80,7 @@ def test_rendered_figures_show_the_thesis_values(db, tmp_path):
     assert ref["share_stek_le_3d"]["drawn"] == "marker" and float(ref["share_stek_le_3d"]["ours"]) == 50.0
     assert float(ref["share_stek_gt_2w"]["ours"]) == 0.0
     svg = (tmp_path / "k" / "tls-key-rotation.svg").read_text()
-    assert "thesis: 73% ticket sites changing their STEK within 3 days" in svg and "Fig 4.10)" in svg
+    assert "thesis: ticket sites changing their STEK within 3 days (259200 s): 73%" in svg and "Fig 4.10)" in svg
 
 
 def test_report_states_thesis_values_or_why_none():
@@ -94,7 +95,16 @@ def _fill(conn) -> dict[str, int]:
     """Small runs for the DNS, TLS and QUIC figures (SQL only, .test names, testbed addresses)."""
     from test_analysis_figures import _run
 
-    runs = {k: _run(conn, k) for k in ("dns-ttl", "dns-ecs", "tls", "tls-lifetime", "tls-shared", "quic-discover")}
+    runs = {k: _run(conn, k) for k in ("dns-ttl", "dns-ecs", "tls", "tls-lifetime", "tls-shared", "quic-discover",
+                                           "tfo-lb", "quic-turnover")}
+    # three connections each: x.test always TFO on two addresses, y.test on one, z.test only once
+    for host, addrs, cookies in [("x", ["198.18.3.1", "198.18.3.2", "198.18.3.1"], [1, 1, 1]),
+                                 ("y", ["198.18.3.3"] * 3, [1, 1, 1]), ("z", ["198.18.3.4"] * 3, [1, 0, 0])]:
+        for rnd, (addr, c) in enumerate(zip(addrs, cookies), start=1):
+            conn.execute("INSERT INTO tfo_probe (run_id, round, rank, hostname, address, port, status, reply, cookie,"
+                         " cookie_len) VALUES (%s, %s, 1, %s, %s, 80, 'success', 'syn-ack', %s, %s)",
+                         (runs["tfo-lb"], rnd, host + ".test", addr, b"\x01\x02\x03\x04" if c else None,
+                          4 if c else None))
     for i, (qtype, ttl) in enumerate([("A", 30), ("A", 300), ("A", 300), ("A", 3600), ("AAAA", 300), ("AAAA", 60)]):
         conn.execute("INSERT INTO dns_ttl_probe (run_id, hostname, qtype, outcome, ttl) VALUES (%s, %s, %s,"
                      " 'answer', %s)", (runs["dns-ttl"], f"d{i}.test", qtype, ttl))
@@ -140,6 +150,11 @@ def test_every_figure_lists_its_thesis_values(db, tmp_path):
         "tls-shared-groups": ((runs["tls-shared"],), {"share_not_shared": 100 / 3, "largest_group": 2.0}),
         "tls-shared-table": ((runs["tls-shared"],), {"mean_size_resumption": 1.5, "mean_size_san": 1.0}),
         "quic-support": ((runs["quic-discover"],), {"quic_share_top_10": 20.0}),
+        "tfo-addresses-per-host": ((runs["tfo-lb"],), {"share_several_addresses": 50.0, "mean_addresses": 1.5,
+                                                       "n_always_tfo": 2, "share_always_tfo": 200 / 3}),
+        "tfo-lb-failure-rate": ((runs["tfo-lb"],), {"failure_connection_2": 50.0, "failure_connection_3": 0.0}),
+        "quic-lifetimes": ((runs["quic-turnover"],), {}),     # no hosts: the values are listed, ours empty
+        "quic-turnover": ((runs["quic-turnover"],), {}),
     }
     for name, (rids, ours) in expect.items():
         out = tmp_path / name
