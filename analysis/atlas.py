@@ -68,9 +68,11 @@ def rtt_triplet(ctx: FigureContext) -> None:
     cdfs = {c.group: c for c in cdf(ctx.db, src, params)}
     pct = percentiles(ctx.db, src, params, probs=(0.5, 0.9, 0.99))
     with ctx.db.connect() as conn:
-        n, faster5, faster10 = conn.execute(
+        n, faster5, faster10, faster40, faster50 = conn.execute(
             """SELECT count(*), count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 5),
-                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 10)
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 10),
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 40),
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 50)
                FROM atlas_rtt_triplet WHERE run_id = ANY(%s)""", (runs,)).fetchone()
     fig, ax = new_figure("RTT [ms]", "share of probes (same-AS resolver)", logx=True)
     for _col, label, ls in _METRICS:
@@ -80,7 +82,9 @@ def rtt_triplet(ctx: FigureContext) -> None:
     ax.legend(loc="lower right")
     thesis_overlay.apply(ctx, ax, source=src, params=params,
                          ours={"share_server_5ms_faster": 100 * faster5 / n if n else None,
-                               "share_server_10ms_faster": 100 * faster10 / n if n else None})
+                               "share_server_10ms_faster": 100 * faster10 / n if n else None,
+                               "share_server_40ms_faster": 100 * faster40 / n if n else None,
+                               "share_server_50ms_faster": 100 * faster50 / n if n else None})
     ctx.save(fig)
     rows = [[label, cdfs[label].n, *(pct.get(label, {}).get(p) for p in (0.5, 0.9, 0.99))]
             for _c, label, _ in _METRICS if label in cdfs]

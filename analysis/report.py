@@ -17,7 +17,7 @@ from netsurvey.db import Database
 from netsurvey.errors import UsageError
 
 from .figures import FigureContext, load_all, provenance_text, run_provenance
-from .thesis_reference import NOT_PUBLISHED, for_figure
+from .thesis_reference import MODEL_COMPARED, NOT_PUBLISHED, for_figure
 
 CSS = """
 body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
@@ -97,7 +97,8 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
         for c in notes["compare"]:
             th = "not published" if c["thesis"] is None else c["thesis"]
             ours = "n/a" if c["ours"] is None else (f"{c['ours']:.4g}" if isinstance(c["ours"], float) else c["ours"])
-            parts.append(f"<tr><td>{_e(c['quantity'])}</td><td>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
+            title = f" title='{_e(c['quote'])}'" if c.get("quote") else ""
+            parts.append(f"<tr><td>{_e(c['quantity'])}</td><td{title}>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
         parts.append("</table>")
     else:
         parts.append(_thesis_only(spec.name))
@@ -117,6 +118,8 @@ def _thesis_only(name: str) -> str:
     """The thesis's values for a section without our numbers beside them (no data, or a
     figure that does not compare), else why there are none (analysis/thesis_reference.py)."""
     refs = for_figure(name)
+    if not refs and name in MODEL_COMPARED:
+        return f"<p class='thesis'>thesis values: {_e(MODEL_COMPARED[name])}.</p>"
     if not refs:
         why = NOT_PUBLISHED.get(name, "no value entered in analysis/thesis_reference.py")
         return f"<p class='thesis'>thesis value: none published ({_e(why)}).</p>"

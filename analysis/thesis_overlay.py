@@ -103,7 +103,7 @@ def apply(ctx, ax, *, source: Optional[str] = None, params: Sequence[Any] = (),
                      ref.qualifier, ref.unit, ref.where, "" if our is None else round(float(our), 4), drawn,
                      ref.quote])
         ctx.compare(ref.what + (f" [{ref.series}]" if ref.series else ""), f"{ref.value_text()} ({ref.where})",
-                    None if our is None else round(float(our), 4), ref.unit)
+                    None if our is None else round(float(our), 4), ref.unit, quote=ref.quote)
     if handles:
         _legend_below(ax, handles)
     ctx.write_csv(CSV_HEADER, rows, suffix="-thesis")
