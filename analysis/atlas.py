@@ -40,7 +40,10 @@ def resolver_rtt(ctx: FigureContext) -> None:
             ax.axvline(x, color="grey", linewidth=0.8, linestyle=":")
             ax.annotate(f"{mark} {x:g} ms", (x, 0.05 if p == 0.95 else 0.15), fontsize=7)
     ax.legend(loc="upper left")
-    thesis_overlay.apply(ctx, ax, source=src, params=params)
+    with ctx.db.connect() as conn:
+        probes = conn.execute("SELECT count(DISTINCT prb_id)::int FROM atlas_resolver_rtt WHERE run_id = ANY(%s)",
+                              (runs,)).fetchone()[0]
+    thesis_overlay.apply(ctx, ax, source=src, params=params, ours={"n_probes": probes})
     ctx.save(fig)
     with ctx.db.connect() as conn:
         below = dict(conn.execute(

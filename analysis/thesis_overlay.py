@@ -3,7 +3,8 @@
 ``apply(ctx, ax, ...)`` is called by a figure after it drew its own series and before
 ``ctx.save``: every reference value of the figure is
 
-* drawn where it can be placed on the figure's axes - a black star at (x, share) on a CDF,
+* drawn where it can be placed on the figure's axes - a black open star, with its value
+  beside it, at (x, share) on a CDF,
   at (category, value) on a bar/point figure, a dashed vertical line for a published
   maximum - and listed in a second legend under the axes as
   "thesis: <what>: <value> (<section, figure>)"; a value that cannot be placed (e.g. a mean)
@@ -91,6 +92,9 @@ def apply(ctx, ax, *, source: Optional[str] = None, params: Sequence[Any] = (),
             if pos is not None and pos[0] == "marker":
                 h, = ax.plot([pos[1]], [pos[2]], linestyle="none", marker="*", markersize=10, color=THESIS_COLOR,
                              markerfacecolor="white", markeredgewidth=1.2, label=ref.label(), zorder=5)
+                # the value beside its star, so several stars on one figure stay apart
+                ax.annotate(f"thesis {ref.value_text()}", (pos[1], pos[2]), xytext=(5, -2),
+                            textcoords="offset points", fontsize=6, color=THESIS_COLOR)
                 drawn = "marker"
             elif pos is not None and pos[0] == "line":
                 h = ax.axvline(pos[1], color=THESIS_COLOR, linestyle="--", linewidth=0.9, label=ref.label())

@@ -98,7 +98,18 @@ def _fill(conn) -> dict[str, int]:
     from test_analysis_figures import _run
 
     runs = {k: _run(conn, k) for k in ("dns-ttl", "dns-ecs", "tls", "tls-lifetime", "tls-shared", "quic-discover",
-                                           "tfo-lb", "quic-turnover")}
+                                           "tfo-lb", "quic-turnover", "atlas")}
+    # four probes in AS 64500; resolver .1 in the same AS, .2 in another
+    conn.execute("INSERT INTO atlas_asn (run_id, address, asn) VALUES (%(r)s, '198.18.8.1', 64500),"
+                 " (%(r)s, '198.18.8.2', 64501)", {"r": runs["atlas"]})
+    for prb, (resolver, rtt) in enumerate([(".1", 5.0), (".1", 20.0), (".2", 8.0), (".2", 30.0)], start=1):
+        conn.execute("INSERT INTO atlas_probe (run_id, prb_id, address_v4) VALUES (%s, %s, %s)",
+                     (runs["atlas"], prb, f"198.18.7.{prb}"))
+        conn.execute("INSERT INTO atlas_asn (run_id, address, asn) VALUES (%s, %s, 64500)",
+                     (runs["atlas"], f"198.18.7.{prb}"))
+        conn.execute("INSERT INTO atlas_ping (run_id, msm_id, prb_id, ts, role, af, dst_addr, sent, rcvd, avg_ms)"
+                     " VALUES (%s, 1, %s, 0, 'ping-egress-resolver', 4, %s, 3, 3, %s)",
+                     (runs["atlas"], prb, "198.18.8" + resolver, rtt))
     # three connections each: x.test always TFO on two addresses, y.test on one, z.test only once
     for host, addrs, cookies in [("x", ["198.18.3.1", "198.18.3.2", "198.18.3.1"], [1, 1, 1]),
                                  ("y", ["198.18.3.3"] * 3, [1, 1, 1]), ("z", ["198.18.3.4"] * 3, [1, 0, 0])]:
@@ -155,6 +166,9 @@ def test_every_figure_lists_its_thesis_values(db, tmp_path):
         "tfo-addresses-per-host": ((runs["tfo-lb"],), {"share_several_addresses": 50.0, "mean_addresses": 1.5,
                                                        "n_always_tfo": 2, "share_always_tfo": 200 / 3}),
         "tfo-lb-failure-rate": ((runs["tfo-lb"],), {"failure_connection_2": 50.0, "failure_connection_3": 0.0}),
+        "atlas-resolver-rtt": ((runs["atlas"],), {"share_below_10ms_same_as": 50.0,
+                                                  "share_below_10ms_other_as": 50.0, "p95_ms_all": 30.0,
+                                                  "n_probes": 4}),
         "quic-lifetimes": ((runs["quic-turnover"],), {}),     # no hosts: the values are listed, ours empty
         "quic-turnover": ((runs["quic-turnover"],), {}),
     }
