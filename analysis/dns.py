@@ -40,7 +40,8 @@ def ttl_cdf(ctx: FigureContext) -> None:
                             for r in rows}
 
 
-@figure("dns-ecs-scopes", sources=["dns_ecs_scope_distribution", "dns_ecs_summary"], thesis="Sec 2.4.3")
+@figure("dns-ecs-scopes", sources=["dns_ecs_scope_distribution", "dns_ecs_summary", "dns_ecs_probe"],
+        thesis="Sec 2.4.3")
 def ecs_scopes(ctx: FigureContext) -> None:
     """ECS scope prefix lengths announced per client subnet (0 = global scope)."""
     runs = list(ctx.run_ids("dns-ecs"))
