@@ -6,6 +6,7 @@ from __future__ import annotations
 from .engine import cdf, percentiles
 from .figures import FigureContext, figure
 from .style import new_figure, step_cdf
+from . import thesis_overlay
 
 _GROUPS = ("all", "same AS", "other AS")
 _METRICS = (("rtt_direct_ms", "RTT_direct", "-"), ("rtt_server_ms", "RTT_Server", "--"),
@@ -39,6 +40,10 @@ def resolver_rtt(ctx: FigureContext) -> None:
             ax.axvline(x, color="grey", linewidth=0.8, linestyle=":")
             ax.annotate(f"{mark} {x:g} ms", (x, 0.05 if p == 0.95 else 0.15), fontsize=7)
     ax.legend(loc="upper left")
+    with ctx.db.connect() as conn:
+        probes = conn.execute("SELECT count(DISTINCT prb_id)::int FROM atlas_resolver_rtt WHERE run_id = ANY(%s)",
+                              (runs,)).fetchone()[0]
+    thesis_overlay.apply(ctx, ax, source=src, params=params, ours={"n_probes": probes})
     ctx.save(fig)
     with ctx.db.connect() as conn:
         below = dict(conn.execute(
@@ -66,9 +71,11 @@ def rtt_triplet(ctx: FigureContext) -> None:
     cdfs = {c.group: c for c in cdf(ctx.db, src, params)}
     pct = percentiles(ctx.db, src, params, probs=(0.5, 0.9, 0.99))
     with ctx.db.connect() as conn:
-        n, faster5, faster10 = conn.execute(
+        n, faster5, faster10, faster40, faster50 = conn.execute(
             """SELECT count(*), count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 5),
-                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 10)
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 10),
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 40),
+                      count(*) FILTER (WHERE rtt_direct_ms - rtt_server_ms >= 50)
                FROM atlas_rtt_triplet WHERE run_id = ANY(%s)""", (runs,)).fetchone()
     fig, ax = new_figure("RTT [ms]", "share of probes (same-AS resolver)", logx=True)
     for _col, label, ls in _METRICS:
@@ -76,6 +83,11 @@ def rtt_triplet(ctx: FigureContext) -> None:
             c = cdfs[label]
             step_cdf(ax, list(c.values), list(c.probs), label=f"{label} (n={c.n})", linestyle=ls)
     ax.legend(loc="lower right")
+    thesis_overlay.apply(ctx, ax, source=src, params=params,
+                         ours={"share_server_5ms_faster": 100 * faster5 / n if n else None,
+                               "share_server_10ms_faster": 100 * faster10 / n if n else None,
+                               "share_server_40ms_faster": 100 * faster40 / n if n else None,
+                               "share_server_50ms_faster": 100 * faster50 / n if n else None})
     ctx.save(fig)
     rows = [[label, cdfs[label].n, *(pct.get(label, {}).get(p) for p in (0.5, 0.9, 0.99))]
             for _c, label, _ in _METRICS if label in cdfs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from analysis.engine import cdf
 from analysis.figures import FigureContext, figure
+from analysis import thesis_overlay
 from analysis.style import new_figure, step_cdf
 
 
@@ -12,8 +13,8 @@ from analysis.style import new_figure, step_cdf
 def ttl_cdf(ctx: FigureContext) -> None:
     """CDF of the TTLs of A and AAAA records asked at authoritative servers."""
     runs = list(ctx.run_ids("dns-ttl"))
-    curves = cdf(ctx.db, "SELECT qtype AS grp, ttl AS value FROM dns_ttl_observation WHERE run_id = ANY(%s)",
-                 (runs,))
+    src = "SELECT qtype AS grp, ttl AS value FROM dns_ttl_observation WHERE run_id = ANY(%s)"
+    curves = cdf(ctx.db, src, (runs,))
     fig, ax = new_figure("TTL [s]", "share of records", logx=True)
     for c in curves:
         step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})",
@@ -21,6 +22,7 @@ def ttl_cdf(ctx: FigureContext) -> None:
     for x in (60, 300, 600, 1800):
         ax.axvline(x, color="grey", linewidth=0.5, alpha=0.5)
     ax.legend(loc="lower right")
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,))
     ctx.save(fig)
     with ctx.db.connect() as conn:
         rows = conn.execute(
@@ -38,7 +40,8 @@ def ttl_cdf(ctx: FigureContext) -> None:
                             for r in rows}
 
 
-@figure("dns-ecs-scopes", sources=["dns_ecs_scope_distribution", "dns_ecs_summary"], thesis="Sec 2.4.3")
+@figure("dns-ecs-scopes", sources=["dns_ecs_scope_distribution", "dns_ecs_summary", "dns_ecs_probe"],
+        thesis="Sec 2.4.3")
 def ecs_scopes(ctx: FigureContext) -> None:
     """ECS scope prefix lengths announced per client subnet (0 = global scope)."""
     runs = list(ctx.run_ids("dns-ecs"))
@@ -62,6 +65,15 @@ def ecs_scopes(ctx: FigureContext) -> None:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(scopes))], [f"/{s}" for s in scopes])
     ax.set_ylim(0, 1.02)
     ax.legend(loc="upper right")
+    src = ("SELECT scope_prefix AS value FROM dns_ecs_probe WHERE run_id = ANY(%s) AND outcome = 'answer'"
+           " AND scope_prefix IS NOT NULL")
+    with ctx.db.connect() as conn:
+        s2324 = conn.execute(f"SELECT 100.0 * count(*) FILTER (WHERE value IN (23, 24)) / nullif(count(*), 0)"
+                             f" FROM ({src}) s", (runs,)).fetchone()[0]
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,),
+                         ours={"share_scope_23_24": None if s2324 is None else float(s2324)},
+                         position=lambda r: ("marker", scopes.index(0) + 0.4 - width / 2, r.value / 100)
+                         if r.stat == "share_eq" and r.x == 0 and 0 in scopes else None)
     ctx.save(fig)
     rows = [[d[0], d[1], d[2], round(d[2] / totals[d[0]], 6) if totals.get(d[0]) else None] for d in dist]
     ctx.write_csv(["subnet", "scope_prefix", "answers", "share"], rows)

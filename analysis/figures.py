@@ -154,10 +154,11 @@ class FigureContext:
         """Sample size behind the figure, e.g. ``ctx.sample(9834, "hosts")``."""
         self.notes.setdefault("samples", []).append({"n": int(n), "what": what})
 
-    def compare(self, quantity: str, thesis, ours, unit: str = "") -> None:
-        """A published value of the thesis/paper beside ours (``thesis`` None = not published)."""
+    def compare(self, quantity: str, thesis, ours, unit: str = "", quote: str = "") -> None:
+        """A published value of the thesis/paper beside ours (``thesis`` None = not published);
+        ``quote``: the sentence that states it (shown on hover in the report)."""
         self.notes.setdefault("compare", []).append(
-            {"quantity": quantity, "thesis": thesis, "ours": ours, "unit": unit})
+            {"quantity": quantity, "thesis": thesis, "ours": ours, "unit": unit, **({"quote": quote} if quote else {})})
 
 
 _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

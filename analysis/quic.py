@@ -4,9 +4,11 @@ the STTL and server-config turnover), and the per-host tracking summary. Everyth
 computed in PostgreSQL from the views of schema/0004_quic.sql."""
 from __future__ import annotations
 
+from . import thesis_overlay
 from .engine import cdf
 from .figures import FigureContext, figure
 from .style import new_figure, series_style, step_cdf
+from .thesis_reference import for_figure
 
 
 @figure("quic-support", sources=["quic_support_by_cut"], thesis="Table 6.2")
@@ -23,8 +25,13 @@ def quic_support(ctx: FigureContext) -> None:
     # cuts past the list size repeat the whole list: keep the first of them only
     total = max((r[1] for r in rows), default=0)
     rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1][1] < total]
-    ctx.write_csv(["top_cut", "hosts", "quic_hosts", "quic_share", "alt_svc_h3_share", "https_rr_h3_share"],
-                  [(c, n, q, round(s, 6), round(a, 6), round(h, 6)) for c, n, q, s, a, h in rows])
+    # Table 6.2 by cut; it applies only to a real cut (ranks 1..cut all in the list)
+    thesis = {int(r.x): r.value for r in for_figure(ctx.name)}
+    real = [r[0] for r in rows if r[0] <= total]
+    ctx.write_csv(["top_cut", "hosts", "quic_hosts", "quic_share", "alt_svc_h3_share", "https_rr_h3_share",
+                   "thesis_quic_share_percent"],
+                  [(c, n, q, round(s, 6), round(a, 6), round(h, 6), thesis.get(c) if c in real else None)
+                   for c, n, q, s, a, h in rows])
     fig, ax = new_figure("top-list cut [hostnames] (n = hostnames in the cut)", "share of hostnames [%]",
                          logx=len(rows) > 1)
     cuts = [r[0] for r in rows]
@@ -40,6 +47,8 @@ def quic_support(ctx: FigureContext) -> None:
     ax.legend()
     for c, n, *_ in rows:
         ctx.sample(n, f"hostnames in the top {c}")
+    thesis_overlay.apply(ctx, ax, ours={f"quic_share_top_{r[0]}": 100 * r[3] for r in rows if r[0] in real},
+                         position=lambda ref: ("marker", ref.x, ref.value) if int(ref.x) in real else None)
     ctx.save(fig)
 
 
@@ -54,6 +63,11 @@ def _lifetime_cdfs(ctx: FigureContext, column: str, xlabel: str) -> None:
         step_cdf(ax, list(c.values), list(c.probs), label=f"{c.group} (n={c.n})")
     if curves:
         ax.legend()
+    # the thesis's gQUIC STTL / server-config turnover (hours) beside our largest value, in hours
+    with ctx.db.connect() as conn:
+        top = conn.execute(f"SELECT max({column})::float8 / 3600 FROM quic_lifetimes WHERE run_id = ANY(%s)",
+                           (runs,)).fetchone()[0]
+    thesis_overlay.apply(ctx, ax, ours={r.key: top for r in for_figure(ctx.name)})
     ctx.save(fig)
 
 

@@ -17,6 +17,7 @@ from netsurvey.db import Database
 from netsurvey.errors import UsageError
 
 from .figures import FigureContext, load_all, provenance_text, run_provenance
+from .thesis_reference import MODEL_COMPARED, NOT_PUBLISHED, for_figure
 
 CSS = """
 body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
@@ -82,7 +83,8 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
              f"<p>command: <code>{_e(cmd)}</code>; source tables: "
              f"{_e(', '.join(spec.sources) or 'none (analytic model with the thesis inputs)')}</p>"]
     if status != "ok":
-        parts.append(f"<p><b>{'Missing data' if status == 'missing' else 'Failed'}:</b> {_e(reason)}</p></section>")
+        parts.append(f"<p><b>{'Missing data' if status == 'missing' else 'Failed'}:</b> {_e(reason)}</p>")
+        parts.append(_thesis_only(spec.name) + "</section>")
         return "\n".join(parts)
     notes = ctx.notes
     run_text = ", ".join(map(str, notes.get("runs", []))) or "none (no measurement runs involved)"
@@ -95,12 +97,11 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
         for c in notes["compare"]:
             th = "not published" if c["thesis"] is None else c["thesis"]
             ours = "n/a" if c["ours"] is None else (f"{c['ours']:.4g}" if isinstance(c["ours"], float) else c["ours"])
-            parts.append(f"<tr><td>{_e(c['quantity'])}</td><td>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
+            title = f" title='{_e(c['quote'])}'" if c.get("quote") else ""
+            parts.append(f"<tr><td>{_e(c['quantity'])}</td><td{title}>{_e(th)}</td><td>{_e(ours)}</td><td>{_e(c['unit'])}</td></tr>")
         parts.append("</table>")
     else:
-        # honest: the thesis may well publish a value; it has not been entered for this figure
-        parts.append("<p>thesis value: not entered for comparison in this figure "
-                     f"(see {_e(spec.thesis or 'the thesis')}).</p>")
+        parts.append(_thesis_only(spec.name))
     for p in ctx.written:
         if p.suffix == ".png":
             b64 = base64.b64encode(p.read_bytes()).decode()
@@ -111,6 +112,22 @@ def _section(spec, ctx: FigureContext | None, status: str, reason: str, out_dir:
             parts.append(_csv_preview(p))
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _thesis_only(name: str) -> str:
+    """The thesis's values for a section without our numbers beside them (no data, or a
+    figure that does not compare), else why there are none (analysis/thesis_reference.py)."""
+    refs = for_figure(name)
+    if not refs and name in MODEL_COMPARED:
+        return f"<p class='thesis'>thesis values: {_e(MODEL_COMPARED[name])}.</p>"
+    if not refs:
+        why = NOT_PUBLISHED.get(name, "no value entered in analysis/thesis_reference.py")
+        return f"<p class='thesis'>thesis value: none published ({_e(why)}).</p>"
+    rows = "".join(f"<tr><td>{_e(r.what + (f' [{r.series}]' if r.series else ''))}</td>"
+                   f"<td title='{_e(r.quote)}'>{_e(r.value_text())} ({_e(r.where)})</td><td>{_e(r.unit)}</td></tr>"
+                   for r in refs)
+    return ("<p class='thesis'>thesis values:</p><table><tr><th>quantity</th><th>thesis</th><th>unit</th></tr>"
+            f"{rows}</table>")
 
 
 _THESIS_REF = re.compile(r"(\d+)\.(\d+)")

@@ -3,7 +3,9 @@ Fig 3.2 and Fig 3.3."""
 from __future__ import annotations
 
 from .figures import FigureContext, figure
+from . import thesis_overlay
 from .style import new_figure
+from .thesis_reference import for_figure
 
 CUT_LABELS = {10: "Top 10", 100: "Top 100", 1000: "Top 1K", 10000: "Top 10K", 100000: "Top 100K",
               1000000: "Top 1M"}
@@ -20,12 +22,17 @@ def support_table(ctx: FigureContext) -> None:
             (list(runs),)).fetchall()
         listed = conn.execute("SELECT max(rank) FROM tfo_probe WHERE run_id = ANY(%s) AND round = 0",
                               (list(runs),)).fetchone()[0] or 0
-    table = []
+    thesis = {int(r.x): r for r in for_figure(ctx.name)}   # Table 3.1 by cut
+    table, cuts = [], []
     for c, n, rf, resp, sil, t in capped_cuts(rows, listed):
         label = CUT_LABELS[c] if c <= listed else f"all {listed}"
-        table.append((label, min(c, listed), n, rf, resp, sil, t, round(100.0 * t / n, 1) if n else 0.0))
+        # the thesis's share applies only to a real cut (ranks 1..c all in the list)
+        ref = thesis.get(c) if c <= listed else None
+        table.append((label, min(c, listed), n, rf, resp, sil, t, round(100.0 * t / n, 1) if n else 0.0,
+                      ref.value if ref else None))
+        cuts.append(c if c <= listed else None)
     ctx.write_csv(["top_list", "cut_rank", "hostnames", "resolution_failed", "responded", "silent", "tfo",
-                   "tfo_share_percent"], table)
+                   "tfo_share_percent", "thesis_tfo_share_percent"], table)
     fig, ax = new_figure("top list (ranks 1..cut; n = hostnames probed)", "hostnames with TFO support [%]")
     ax.bar([f"{r[0]}\n(n={r[2]})" for r in table], [r[7] for r in table], color="#4477aa")
     for i, r in enumerate(table):
@@ -33,6 +40,9 @@ def support_table(ctx: FigureContext) -> None:
     ax.set_ylim(0, 105)
     for r in table:
         ctx.sample(r[2], f"hostnames in {r[0]}")
+    thesis_overlay.apply(ctx, ax, ours={f"tfo_share_top_{c}": r[7] for c, r in zip(cuts, table) if c},
+                         position=lambda ref: ("marker", cuts.index(int(ref.x)), ref.value)
+                         if int(ref.x) in cuts else None)
     ctx.save(fig)
     ctx.notes["rows"] = table
 
@@ -66,6 +76,13 @@ def addresses_per_host(ctx: FigureContext) -> None:
     fig, ax = new_figure("distinct server IP addresses per hostname", "share of hostnames [%]")
     ax.bar([str(a) for a, _, _ in rows], [100 * s for _, _, s in rows], color="#4477aa")
     ax.set_title(f"hostnames always supporting TFO; mean {mean or 0:.2f} addresses per hostname", fontsize=8)
+    total = sum(n for _, n, _ in rows)
+    cls = dict(classes)
+    thesis_overlay.apply(ctx, ax, ours={
+        "share_several_addresses": 100.0 * sum(n for a, n, _ in rows if a >= 2) / total if total else None,
+        "mean_addresses": mean, "n_always_tfo": cls.get("always"),
+        "share_always_tfo": 100.0 * cls.get("always", 0) / sum(cls.values()) if cls else None},
+        position=lambda ref: None)
     ctx.save(fig)
     ctx.notes.update(mean_addresses=mean, classes=dict(classes))
 
@@ -83,5 +100,7 @@ def lb_failure_rate(ctx: FigureContext) -> None:
     fig, ax = new_figure("connection to the hostname", "failure rate of abbreviated handshakes [%]")
     ax.plot([r[0] for r in table], [100 * r[3] for r in table], marker="o", color="#4477aa")
     ax.set_xticks([r[0] for r in table] or [2])
+    thesis_overlay.apply(ctx, ax, ours={f"failure_connection_{r[0]}": 100 * r[3] for r in table},
+                         position=lambda ref: ("marker", ref.x, ref.value))
     ctx.save(fig)
     ctx.notes["rows"] = table

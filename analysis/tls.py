@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from netsurvey.errors import UsageError
 
+from . import thesis_overlay
 from .engine import cdf
 from .figures import FigureContext, figure
 from .style import new_figure, series_style, step_cdf
+from .thesis_reference import for_figure
 
 
 def _runs(ctx: FigureContext, kind: str) -> list[int]:
@@ -35,14 +37,27 @@ def tls_support(ctx: FigureContext) -> None:
     ax.set_xticks(range(len(rows)), [f"TLS {r[0]} (n={r[1]})" for r in rows])
     ax.set_ylim(0, 105)
     ax.legend()
+    # the thesis measured before TLS 1.3 was final: its shares are TLS 1.2 shares (Fig 4.5)
+    k12 = next((k for k, r in enumerate(rows) if r[0] == "1.2"), None)
+    r12 = rows[k12] if k12 is not None else None
+    with ctx.db.connect() as conn:
+        sites = conn.execute("SELECT count(DISTINCT hostname)::int FROM tls_support_v WHERE run_id = ANY(%s)",
+                             (runs,)).fetchone()[0]
+    thesis_overlay.apply(
+        ctx, ax, ours={"share_session_id": 100 * r12[2] / r12[1] if r12 and r12[1] else None,
+                       "share_ticket": 100 * r12[3] / r12[1] if r12 and r12[1] else None, "n_tls_sites": sites},
+        position=lambda ref: ("marker", k12 + (labels.index(ref.series) - 1.5) * width, ref.value)
+        if k12 is not None and ref.series in labels else None)
     ctx.save(fig)
 
 
 def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
     runs = list(ctx.runs_of_kind("tls")) if ctx.runs else _runs(ctx, "tls")
-    cdfs = cdf(ctx.db, "SELECT lifetime_s AS value, version AS grp FROM tls_lifetime_hint_v WHERE run_id = ANY(%s)",
-               (runs,))
-    measured = []
+    hint_src = "SELECT lifetime_s AS value, version AS grp FROM tls_lifetime_hint_v WHERE run_id = ANY(%s)"
+    measured_src = ("SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
+                    "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)")
+    cdfs = cdf(ctx.db, hint_src, (runs,))
+    measured, lruns = [], []
     if not logx:
         # the measured line comes from the tls-lifetime run(s) given with --run, else the latest one
         try:
@@ -50,8 +65,7 @@ def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
         except UsageError:
             lruns = []
         if lruns:
-            measured = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
-                                   "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)", (lruns,))
+            measured = cdf(ctx.db, measured_src, (lruns,))
         ctx.notes["measured_runs"] = lruns
     # log axis whenever the values span more than a decade (hints run from minutes to days)
     values = [v for c in [*cdfs, *measured] for v in c.values if v > 0]
@@ -69,6 +83,10 @@ def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
         ctx.sample(c.n, f"hosts measured ({c.group})")
     ax.legend()
     ctx.write_csv(["series", "group", "lifetime_s", "cdf"], rows)
+    # values about the measured lifetimes come from the tls-lifetime run(s), the rest from the hints
+    ours = {r.key: thesis_overlay.ours_from_source(ctx.db, measured_src, (lruns,), r) if lruns else None
+            for r in for_figure(ctx.name) if r.stat == "share_null"}
+    thesis_overlay.apply(ctx, ax, source=hint_src, params=(runs,), ours=ours)
     ctx.save(fig)
 
 
@@ -88,10 +106,13 @@ def tls_lifetime_hint_tail(ctx: FigureContext) -> None:
 def tls_lifetime_measured(ctx: FigureContext) -> None:
     """CDF of measured maximum resumption lifetimes per mechanism and version."""
     runs = _runs(ctx, "tls-lifetime")
-    cdfs = cdf(ctx.db, "SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
-                       "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)", (runs,))
-    ctx.cdf_figure(cdfs, "measured maximum resumption lifetime [s]", "CDF of hosts",
-                   ["group", "max_resumed_age_s", "cdf"])
+    src = ("SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
+           "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)")
+    cdfs = cdf(ctx.db, src, (runs,))
+    fig, ax = ctx.cdf_figure(cdfs, "measured maximum resumption lifetime [s]", "CDF of hosts",
+                             ["group", "max_resumed_age_s", "cdf"], save=False)
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,))
+    ctx.save(fig)
 
 
 @figure("tls-shared-groups", sources=["tls_shared_group_size_v"], thesis="Fig 4.9")
@@ -99,12 +120,15 @@ def tls_shared_groups(ctx: FigureContext) -> None:
     """CDF over hosts (each host weighted once, as the thesis) of the size of its shared-state group."""
     runs = _runs(ctx, "tls-shared")
     # one row per member: a group of 40 hosts counts 40 times, a singleton once
-    cdfs = cdf(ctx.db, "SELECT g.size AS value, g.kind AS grp FROM tls_shared_group_size_v g"
-                       " CROSS JOIN LATERAL unnest(g.members) m WHERE g.run_id = ANY(%s)", (runs,))
+    src = ("SELECT g.size AS value, g.kind AS grp FROM tls_shared_group_size_v g"
+           " CROSS JOIN LATERAL unnest(g.members) m WHERE g.run_id = ANY(%s)")
+    cdfs = cdf(ctx.db, src, (runs,))
     for c in cdfs:
         ctx.sample(c.n, f"hosts ({c.group})")
-    ctx.cdf_figure(cdfs, "size of the host's group [hosts]", "CDF of hosts", ["kind", "size", "cdf"],
-                   label="{group} (n={n} hosts)")
+    fig, ax = ctx.cdf_figure(cdfs, "size of the host's group [hosts]", "CDF of hosts", ["kind", "size", "cdf"],
+                             label="{group} (n={n} hosts)", save=False)
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,))
+    ctx.save(fig)
 
 
 @figure("tls-shared-table", sources=["tls_shared_group_size_v"], thesis="Table 5.3")
@@ -123,8 +147,13 @@ def tls_shared_table(ctx: FigureContext) -> None:
             (runs,)).fetchall()
     for r in rows:
         ctx.sample(r[3], f"hosts ({r[0]})")
+    # Table 5.3's mean trust-group size per domain tree (singletons included), by kind
+    thesis = {r.series: r.value for r in for_figure(ctx.name)}
     ctx.write_csv(["kind", "groups_size_gt1", "hosts_in_groups", "hosts", "mean_group_size_gt1", "largest",
-                   "largest_members"], rows)
+                   "largest_members", "thesis_mean_group_size"], [(*r, thesis.get(r[0])) for r in rows])
+    # ours: mean size over all groups of the run (the view has no domain trees)
+    thesis_overlay.apply(ctx, None, source="SELECT size AS value, kind AS grp FROM tls_shared_group_size_v"
+                                           " WHERE run_id = ANY(%s)", params=(runs,))
 
 
 @figure("tls-key-rotation", sources=["tls_handshake"], thesis="Fig 4.10")
@@ -133,18 +162,21 @@ def tls_key_rotation(ctx: FigureContext) -> None:
     Only tickets whose layout has a key id count (tls_handshake.ticket_key_id_len > 0)."""
     # rotation shows across repeated scans: --run picks them, else every finished tls run
     runs = list(ctx.runs_of_kind("tls", all_finished=True))
-    cdfs = cdf(ctx.db, "SELECT max(span_s) AS value, version AS grp FROM ("
-                       " SELECT hostname, version, key_name,"
-                       "        extract(epoch FROM max(observed_at) - min(observed_at))::float8 AS span_s"
-                       " FROM tls_handshake WHERE key_name IS NOT NULL AND run_id = ANY(%s)"
-                       # rotation only where the ticket layout has a key id (issue 24: a Go
-                       # ticket's random IV is no key name); pre-0020 rows have no layout
-                       " AND coalesce(ticket_key_id_len, 16) > 0"
-                       " GROUP BY hostname, version, key_name) k GROUP BY hostname, version", (runs,))
+    src = ("SELECT max(span_s) AS value, version AS grp FROM ("
+           " SELECT hostname, version, key_name,"
+           "        extract(epoch FROM max(observed_at) - min(observed_at))::float8 AS span_s"
+           " FROM tls_handshake WHERE key_name IS NOT NULL AND run_id = ANY(%s)"
+           # rotation only where the ticket layout has a key id (issue 24: a Go
+           # ticket's random IV is no key name); pre-0020 rows have no layout
+           " AND coalesce(ticket_key_id_len, 16) > 0"
+           " GROUP BY hostname, version, key_name) k GROUP BY hostname, version")
+    cdfs = cdf(ctx.db, src, (runs,))
     for c in cdfs:
         ctx.sample(c.n, f"hosts with TLS {c.group} tickets")
-    ctx.cdf_figure(cdfs, "longest observed use of one key_name [s]", "CDF of hosts", ["version", "span_s", "cdf"],
-                   label="TLS {group} (n={n})")
+    fig, ax = ctx.cdf_figure(cdfs, "longest observed use of one key_name [s]", "CDF of hosts",
+                             ["version", "span_s", "cdf"], label="TLS {group} (n={n})", save=False)
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,))
+    ctx.save(fig)
 
 
 #: zoo-table facts: (fact, SQL over tls_handshake rows of one hostname, second-opinion
