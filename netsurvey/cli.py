@@ -19,7 +19,7 @@ from .clictx import migrated_db, state
 from .db import stop_embedded
 from .errors import MigrationError, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Survey the connection state Internet protocols keep (TFO, TLS, QUIC, DNS).")
 db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL database: embedded (pgserver) or --dsn.")
 targets_app = typer.Typer(no_args_is_help=True, help="Top lists (Tranco/Alexa rank,domain CSV).")

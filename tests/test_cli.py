@@ -132,3 +132,11 @@ def test_plot_list_piped_is_tsv_with_whole_names():
     names = [ln.split("\t")[0] for ln in lines[1:]]
     assert all(ln.count("\t") == 3 for ln in lines) and "atlas-resolver-rtt" in names
     assert not any("…" in n for n in names)
+
+
+def test_shell_completion_completes_commands():
+    """issue 22: shell completion (`netsurvey --install-completion` / `--show-completion bash`)."""
+    p = run_cli(env={"_NETSURVEY_COMPLETE": "complete_bash", "COMP_WORDS": "netsurvey scan dns", "COMP_CWORD": "2"})
+    assert p.returncode == 0 and set(p.stdout.split()) == {"dns-ttl", "dns-ecs"}, p
+    p = run_cli("--show-completion", "bash")
+    assert p.returncode == 0 and "_netsurvey_completion" in p.stdout, p
