@@ -241,3 +241,16 @@ def test_usage_errors(db):
         r = run_cli("scan", *args, dsn=db.dsn)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
     assert rows(db, "SELECT count(*) FROM scan_run") == [(0,)]
+
+
+def test_names_of_one_address_share_one_probe(db, testbed, tmp_path):
+    """A SYN carries no hostname: 20 names of one address (a CDN-like wildcard) get one
+    probe, not 20 at the global rate (which broke etiquette.per_destination_pps, issue 26's
+    scale run), and every name still gets its row with that probe's answer."""
+    names = [f"n{i}.tlsbench.example.test" for i in range(20)]
+    import_list(db, tmp_path, names, name="cdn")
+    out = scan(db, "tfo", "--list", "cdn", "--port", "443", "--cooldown", "0.5")
+    got = rows(db, "SELECT hostname, host(address), status, reply FROM tfo_probe WHERE run_id=%s", out["run_id"])
+    assert sorted(h for h, *_ in got) == sorted(names)
+    assert {(a, st, reply) for _, a, st, reply in got} == {("198.18.2.10", "success", "syn-ack")}
+    assert out["counts"]["sent"] == 1, out["counts"]   # packets the engine put on the wire

@@ -76,10 +76,22 @@ class TfoScanner(Scanner):
         raise RuntimeError("engine returned nothing")
 
     async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+        """One SYN per distinct (address, port): a SYN carries no hostname, so the names of
+        one address (many, on a CDN) would get the same probe again - and the address
+        those probes at the global rate, over etiquette.per_destination_pps. Every target
+        gets the outcome of its address's probe."""
         opt: TfoOptions = self.options
         engine = RawEngine(EngineOptions(rate=opt.rate, cooldown=opt.cooldown, seed=opt.seed,
                                          experimental=opt.experimental, senders=opt.senders))
-        raw = [RawTarget(t.address, t.port) for t in targets]
+        slot: dict[tuple[str, int], int] = {}
+        names: list[list[int]] = []       # probe index -> indices of the targets it answers
+        for k, t in enumerate(targets):
+            i = slot.setdefault((t.address, t.port), len(slot))
+            if i == len(names):
+                names.append([])
+            names[i].append(k)
+        raw = [RawTarget(a, p) for a, p in slot]
         self.engine = engine
         for i, reply, err in engine.probe(raw):
-            yield classify(targets[i], reply, err)
+            for k in names[i]:
+                yield classify(targets[k], reply, err)
