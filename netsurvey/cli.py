@@ -106,7 +106,7 @@ def db_down() -> None:
 # -- targets -------------------------------------------------------------------------
 @targets_app.command("import")
 def targets_import(
-    file: Path = typer.Argument(..., help="rank,domain CSV, plain or zipped (top-1m.csv inside)."),
+    file: Path = typer.Argument(..., help="rank,domain CSV, plain or zipped (top-1m.csv inside); - reads plain CSV from stdin."),
     list_name: str = typer.Option(..., "--list", help="Name the list is stored under."),
     date: Optional[str] = typer.Option(None, "--date", help="List date YYYY-MM-DD (default: today)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an import of the same name and date."),
@@ -121,9 +121,9 @@ def targets_import(
         list_date = dt.date.fromisoformat(date) if date else None
     except ValueError:
         raise UsageError(f"--date: {date!r} is not YYYY-MM-DD") from None
-    if not file.exists():
+    if str(file) != "-" and not file.exists():
         raise UsageError(f"{file}: file not found")
-    if not file.is_file():
+    if str(file) != "-" and not file.is_file():
         raise UsageError(f"{file}: not a regular file")
     db = migrated_db()
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import io
 import re
+import sys
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -149,14 +150,19 @@ def import_list(
     replace: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
-    """Import ``path`` as list ``name``. See module docstring. Raises UsageError on bad input."""
-    if not path.exists():
+    """Import ``path`` as list ``name`` (``-``: plain CSV from standard input). See module
+    docstring. Raises UsageError on bad input."""
+    stdin = str(path) == "-"
+    if not stdin and not path.exists():
         raise UsageError(f"{path}: file not found")
-    if not path.is_file():
+    if not stdin and not path.is_file():
         raise UsageError(f"{path}: not a regular file")
     list_date = list_date or dt.date.today()
     report = ImportReport(list_id=None, name=name, list_date=list_date)
-    stream, total = _open_text(path)
+    if stdin:   # streamed once; a zip needs seeking, so only plain CSV here
+        stream, total = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"), 0
+    else:
+        stream, total = _open_text(path)
     seen_bytes = 0
 
     def on_bytes(n: int) -> None:

@@ -140,3 +140,20 @@ def test_shell_completion_completes_commands():
     assert p.returncode == 0 and set(p.stdout.split()) == {"dns-ttl", "dns-ecs"}, p
     p = run_cli("--show-completion", "bash")
     assert p.returncode == 0 and "_netsurvey_completion" in p.stdout, p
+
+
+def test_targets_import_reads_stdin(db):
+    """issue 22: `-` for stdin where a file is read (plain CSV; a zip needs seeking)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "NETSURVEY_DSN": db.dsn, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "targets", "import", "-", "--list", "piped", "--json"],
+                       input="1,a.test\n2,b.test\n3,a.test\n", env=env, cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert (r["name"], r["imported"], r["duplicates"]) == ("piped", 2, 1), r

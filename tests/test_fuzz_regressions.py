@@ -162,3 +162,19 @@ def test_zgrab_uint32_lifetime_hint_is_stored_whole(db, tmp_path):
     f.write_text(line(2**32) + "\n")
     p = run_cli("scan", "tls-zgrab", "--ingest", str(f), dsn=db.dsn)
     assert p.returncode == 2 and "out of range" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_zgrab_ingest_reads_stdin(db):
+    """issue 22: `--ingest -` reads the zgrab2 JSON lines from standard input."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    line = '{"ip": "198.18.2.13", "domain": "www.example.test", "data": {"tls": {"status": "success"}}}\n'
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", "scan", "tls-zgrab", "--ingest", "-", "--json"],
+                       input=line, env={**os.environ, "NETSURVEY_DSN": db.dsn, "PYTHONPATH": str(REPO)}, cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert '"ingested": 1' in p.stdout, p.stdout

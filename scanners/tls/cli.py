@@ -202,7 +202,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
         target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
-        ingest: Optional[Path] = typer.Option(None, "--ingest", help="Import this zgrab2 JSON-lines file instead of running zgrab2."),
+        ingest: Optional[Path] = typer.Option(None, "--ingest", help="Import this zgrab2 JSON-lines file instead of running zgrab2 (- reads stdin)."),
         senders: int = typer.Option(100, "--senders", help="zgrab2 -s."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
@@ -210,7 +210,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         """Bulk TLS 1.2 ticket survey with zgrab2 (pinned), ingested into tls_handshake."""
         from .zgrab import run_zgrab
 
-        if ingest is not None and not ingest.exists():
+        if ingest is not None and str(ingest) != "-" and not ingest.exists():
             raise UsageError(f"{ingest}: file not found")
         hosts = _hosts(list_name, top, target) if ingest is None else []
         _print(run_zgrab(hosts, ingest=ingest, senders=senders, ipv6=ipv6), as_json)

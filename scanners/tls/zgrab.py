@@ -10,6 +10,7 @@ import datetime as dt
 import ipaddress
 import itertools
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
@@ -204,7 +205,8 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
     lines: list[str] = []
     if ingest is not None:
         try:
-            lines = ingest.read_text(encoding="utf-8").splitlines()
+            raw = sys.stdin.buffer.read() if str(ingest) == "-" else ingest.read_bytes()
+            lines = raw.decode("utf-8").splitlines()
         except UnicodeDecodeError as exc:
             line = exc.object[:exc.start].count(b"\n") + 1
             raise UsageError(f"{ingest}:{line}: not UTF-8 text") from None
