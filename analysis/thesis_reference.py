@@ -214,6 +214,20 @@ REFERENCES: tuple[Ref, ...] = (
         "STEK within two weeks", stat="share_gt", x=1209600, series="1.2"),
 
     # ---- chapter 5: TLS resumption across hostnames ---------------------------------------
+    Ref("tls-root-trust-group", "share_root_related", "root domains with a trust relation to another hostname "
+        "of their domain tree", 77.12, "%", "Sec 5.4.3, Fig 5.4", "We find, that 77.12% of the root-domains have a "
+        "trust-relation to another hostname within their domain tree.", stat="share_ge", x=1, series="union"),
+    Ref("tls-root-trust-group", "share_root_lt_11", "root domains with trust relations to fewer than 11 hostnames",
+        90.94, "%", "Sec 5.4.3, Fig 5.4", "Furthermore, 90.94% of the root-domains have a trust-relation to less "
+        "than eleven hostnames within their domain tree.", stat="share_lt", x=11, series="union"),
+    Ref("tls-root-trust-group", "share_root_1", "sites whose root has exactly one trust relation", 19.66, "%",
+        "Sec 5.4.3, Fig 5.4", "Popular configurations have one or two trust relations for the root-domain, which "
+        "represent 19.66% and 17.04% of the Alexa Top 1K Sites respectively.", stat="share_eq", x=1,
+        series="union"),
+    Ref("tls-root-trust-group", "share_root_2", "sites whose root has exactly two trust relations", 17.04, "%",
+        "Sec 5.4.3, Fig 5.4", "Popular configurations have one or two trust relations for the root-domain, which "
+        "represent 19.66% and 17.04% of the Alexa Top 1K Sites respectively.", stat="share_eq", x=2,
+        series="union"),
     Ref("tls-shared-table", "mean_size_san", "mean trust-group size per domain tree, TLS certificates", 2.13,
         "hostnames", "Sec 5.4.3, Table 5.3", "The mean size of a trust groups is 2.13 as shown in Table 5.3.",
         stat="mean", series="san"),

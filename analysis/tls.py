@@ -156,6 +156,32 @@ def tls_shared_table(ctx: FigureContext) -> None:
                                            " WHERE run_id = ANY(%s)", params=(runs,))
 
 
+@figure("tls-root-trust-group", sources=["tls_shared_group", "tls_shared_group_size_v"], thesis="Fig 5.4")
+def tls_root_trust_group(ctx: FigureContext) -> None:
+    """CDF over sites of the trust relations of the site's root hostname: the size of the
+    group (resumption / SAN / union) that holds the root, minus the root itself.
+
+    A site's root is a hostname of the run none of whose parent domains is also in the run
+    (www.a.test and cdn.a.test belong to the root a.test); the thesis's roots are the
+    Alexa Top 1K sites and their domain trees come from page loads. The thesis cuts its
+    plot at a group size of 25: so does the x axis here (the CSV has every value)."""
+    runs = _runs(ctx, "tls-shared")
+    src = ("SELECT (s.size - 1) AS value, g.kind AS grp FROM tls_shared_group g"
+           " JOIN tls_shared_group_size_v s ON s.run_id = g.run_id AND s.kind = g.kind AND s.group_id = g.group_id"
+           " WHERE g.run_id = ANY(%s) AND NOT EXISTS (SELECT 1 FROM tls_shared_group p"
+           "  WHERE p.run_id = g.run_id AND p.kind = g.kind AND length(g.hostname) > length(p.hostname)"
+           "  AND right(g.hostname, length(p.hostname) + 1) = '.' || p.hostname)")
+    cdfs = cdf(ctx.db, src, (runs,))
+    for c in cdfs:
+        ctx.sample(c.n, f"sites ({c.group})")
+    fig, ax = ctx.cdf_figure(cdfs, "trust relations of the site's root hostname [hostnames]", "CDF of sites",
+                             ["kind", "relations", "cdf"], label="{group} (n={n} sites)", save=False)
+    if ax is not None:
+        ax.set_xlim(left=-0.5, right=25)
+    thesis_overlay.apply(ctx, ax, source=src, params=(runs,))
+    ctx.save(fig)
+
+
 @figure("tls-key-rotation", sources=["tls_handshake"], thesis="Fig 4.10")
 def tls_key_rotation(ctx: FigureContext) -> None:
     """CDF over hosts of the longest time one key_name was observed (STEK lifetime lower bound).

@@ -134,7 +134,9 @@ def _fill(conn) -> dict[str, int]:
                      " address, age_s, resumed, status) VALUES (%s, %s, '1.2', %s, '198.18.2.1', %s, '198.18.2.1',"
                      " %s, %s, 'success')", (runs["tls-lifetime"], mech, f"l{i}.test", f"l{i}.test", age, ok))
     for kind, gid, host in [("resumption", 1, "a"), ("resumption", 1, "b"), ("resumption", 2, "c"),
-                            ("san", 1, "a"), ("san", 2, "b"), ("san", 3, "c")]:
+                            ("san", 1, "a"), ("san", 2, "b"), ("san", 3, "c"),
+                            # Fig 5.4: www.a.test is in a.test's domain tree (its root is a.test)
+                            ("union", 1, "a"), ("union", 1, "b"), ("union", 1, "www.a"), ("union", 2, "c")]:
         conn.execute("INSERT INTO tls_shared_group (run_id, kind, group_id, hostname) VALUES (%s, %s, %s, %s)",
                      (runs["tls-shared"], kind, gid, host + ".test"))
     for rank in range(1, 13):
@@ -162,6 +164,9 @@ def test_every_figure_lists_its_thesis_values(db, tmp_path):
         "tls-lifetime-measured": ((runs["tls-lifetime"],), {"share_id_not_resumed": 50.0, "share_id_gt_2h": 100.0}),
         "tls-shared-groups": ((runs["tls-shared"],), {"share_not_shared": 100 / 3, "largest_group": 2.0}),
         "tls-shared-table": ((runs["tls-shared"],), {"mean_size_resumption": 1.5, "mean_size_san": 1.0}),
+        # roots a.test, b.test (2 relations each: the union group a, b, www.a) and c.test (0)
+        "tls-root-trust-group": ((runs["tls-shared"],), {"share_root_related": 200 / 3, "share_root_lt_11": 100.0,
+                                                          "share_root_1": 0.0, "share_root_2": 200 / 3}),
         "quic-support": ((runs["quic-discover"],), {"quic_share_top_10": 20.0}),
         "tfo-addresses-per-host": ((runs["tfo-lb"],), {"share_several_addresses": 50.0, "mean_addresses": 1.5,
                                                        "n_always_tfo": 2, "share_always_tfo": 200 / 3}),
