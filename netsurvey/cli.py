@@ -358,6 +358,9 @@ def _prepare_commands(cmd) -> None:
         _prepare_commands(sub)
     single = [p for p in cmd.params if getattr(p, "opts", None) and getattr(p, "param_type_name", "") == "option"
               and not p.multiple and not getattr(p, "count", False)]
+    for p in cmd.params:   # one convention for lists: repeat the option, or give A,B,C once
+        if getattr(p, "param_type_name", "") == "option" and getattr(p, "multiple", False):
+            p.process_value = _comma_lists(p.process_value)
     parse = cmd.parse_args
 
     def parse_args(ctx, args, _parse=parse, _single=single, _subs=subs):
@@ -369,6 +372,17 @@ def _prepare_commands(cmd) -> None:
         return _parse(ctx, args)
 
     cmd.parse_args = parse_args
+
+
+def _comma_lists(process_value):
+    """A repeatable option also takes comma-separated values (--name a.test,b.test is
+    --name a.test --name b.test), like the comma-separated list options (--tls 1.2,1.3)."""
+    def split(ctx, value, _pv=process_value):
+        if isinstance(value, (list, tuple)):
+            value = type(value)(part.strip() for v in value for part in
+                                (v.split(",") if isinstance(v, str) else [v]) if not isinstance(part, str) or part.strip())
+        return _pv(ctx, value)
+    return split
 
 
 def _refuse_repeats(ctx, args: list[str], options) -> None:

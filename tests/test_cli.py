@@ -157,3 +157,12 @@ def test_targets_import_reads_stdin(db):
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert (r["name"], r["imported"], r["duplicates"]) == ("piped", 2, 1), r
+
+
+def test_repeatable_options_also_take_comma_separated_values(db):
+    """issue 22: one convention for list options - repeat the option, or give A,B,C once."""
+    p = run_cli("scan", "dns-ttl", "--name", "a.test,b.test", "--name", "c.test", "--nameserver", "198.18.1.53",
+                "--dry-run", dsn=db.dsn)
+    assert p.returncode == 0, p.stderr
+    listed = [ln.split()[1] for ln in p.stdout.splitlines() if ln.strip().startswith("- ")]
+    assert listed == ["a.test", "b.test", "c.test"], p.stdout
