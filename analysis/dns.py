@@ -3,6 +3,8 @@ distribution of thesis 2.4.3. Everything is computed in PostgreSQL from the view
 schema/0005_dns.sql."""
 from __future__ import annotations
 
+from psycopg import sql
+
 from analysis.engine import cdf
 from analysis.figures import FigureContext, figure
 from analysis import thesis_overlay
@@ -68,8 +70,8 @@ def ecs_scopes(ctx: FigureContext) -> None:
     src = ("SELECT scope_prefix AS value FROM dns_ecs_probe WHERE run_id = ANY(%s) AND outcome = 'answer'"
            " AND scope_prefix IS NOT NULL")
     with ctx.db.connect() as conn:
-        s2324 = conn.execute(f"SELECT 100.0 * count(*) FILTER (WHERE value IN (23, 24)) / nullif(count(*), 0)"
-                             f" FROM ({src}) s", (runs,)).fetchone()[0]
+        s2324 = conn.execute(sql.SQL("SELECT 100.0 * count(*) FILTER (WHERE value IN (23, 24)) / nullif(count(*), 0)"
+                                     " FROM ({}) s").format(sql.SQL(src)), (runs,)).fetchone()[0]
     thesis_overlay.apply(ctx, ax, source=src, params=(runs,),
                          ours={"share_scope_23_24": None if s2324 is None else float(s2324)},
                          position=lambda r: ("marker", scopes.index(0) + 0.4 - width / 2, r.value / 100)

@@ -4,6 +4,8 @@ the STTL and server-config turnover), and the per-host tracking summary. Everyth
 computed in PostgreSQL from the views of schema/0004_quic.sql."""
 from __future__ import annotations
 
+from psycopg import sql
+
 from . import thesis_overlay
 from .engine import cdf
 from .figures import FigureContext, figure
@@ -65,8 +67,8 @@ def _lifetime_cdfs(ctx: FigureContext, column: str, xlabel: str) -> None:
         ax.legend()
     # the thesis's gQUIC STTL / server-config turnover (hours) beside our largest value, in hours
     with ctx.db.connect() as conn:
-        top = conn.execute(f"SELECT max({column})::float8 / 3600 FROM quic_lifetimes WHERE run_id = ANY(%s)",
-                           (runs,)).fetchone()[0]
+        top = conn.execute(sql.SQL("SELECT max({})::float8 / 3600 FROM quic_lifetimes WHERE run_id = ANY(%s)")
+                           .format(sql.Identifier(column)), (runs,)).fetchone()[0]
     thesis_overlay.apply(ctx, ax, ours={r.key: top for r in for_figure(ctx.name)})
     ctx.save(fig)
 

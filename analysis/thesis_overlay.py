@@ -18,6 +18,8 @@ height of a CDF step) go to the CSV and the report only.
 """
 from __future__ import annotations
 
+from psycopg import sql
+
 from typing import Any, Callable, Optional, Sequence
 
 from .thesis_reference import Ref, for_figure
@@ -51,8 +53,9 @@ def ours_from_source(db, source_sql: str, params: Sequence[Any], ref: Ref) -> Op
             expr, eparams = "count(value)", []
         else:
             return None
-        row = conn.execute(f"SELECT ({expr})::float8 FROM ({source_sql}) s{where}",
-                           (*eparams, *params, *wparams)).fetchone()
+        # expr, source_sql and where are SQL text of this module and the figures (code, never data)
+        row = conn.execute(sql.SQL("SELECT ({})::float8 FROM ({}) s{}").format(
+            sql.SQL(expr), sql.SQL(source_sql), sql.SQL(where)), (*eparams, *params, *wparams)).fetchone()
     return None if row is None or row[0] is None else float(row[0])
 
 
