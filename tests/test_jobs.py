@@ -251,7 +251,7 @@ def test_procs_shard_that_failed_inside_is_reported_not_retried(db, tmp_path, te
                                       "ORDER BY id DESC LIMIT 1").fetchone()
         shards = conn.execute("SELECT shard, status, attempt FROM job_shard WHERE run_id = %s ORDER BY 1",
                               (run_id,)).fetchall()
-    assert status == "failed" and shards == [(0, "finished", 1), (1, "failed", 1)]
+    assert status == "failed" and shards == [(0, "finished", 1), (1, "failed", 1)], (shards, r.stderr[-3000:])
 
 
 def test_procs_shards_read_the_given_config(db, tmp_path, testbed):

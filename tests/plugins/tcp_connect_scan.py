@@ -52,7 +52,10 @@ def register(app, scan_app) -> None:
         """(test plugin) TCP connect to 198.19.x.y per target."""
         targets = [ScanTarget(t.hostname, str(ipaddress.ip_address("198.19.0.0") + t.rank), 80, t.rank)
                    for t in select_targets(migrated_db(), list_name)]
-        with migrated_db().connect() as conn:
+        with migrated_db().connect() as conn, conn.transaction():
+            # CREATE TABLE IF NOT EXISTS is not safe against itself: two shards starting
+            # together collided on pg_type (UniqueViolation) - the test's flake
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('test_tcp_probe'))")
             conn.execute(TABLE_SQL)
         ctx = open_scan("tcp-connect", {"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
         s = TcpConnectScanner()
