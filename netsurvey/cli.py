@@ -359,7 +359,8 @@ def _prepare_commands(cmd) -> None:
     single = [p for p in cmd.params if getattr(p, "opts", None) and getattr(p, "param_type_name", "") == "option"
               and not p.multiple and not getattr(p, "count", False)]
     for p in cmd.params:   # one convention for lists: repeat the option, or give A,B,C once
-        if getattr(p, "param_type_name", "") == "option" and getattr(p, "multiple", False):
+        if getattr(p, "param_type_name", "") == "option" and getattr(p, "multiple", False) \
+                and p.name not in _COMMAS_INSIDE:
             p.process_value = _comma_lists(p.process_value)
     parse = cmd.parse_args
 
@@ -372,6 +373,11 @@ def _prepare_commands(cmd) -> None:
         return _parse(ctx, args)
 
     cmd.parse_args = parse_args
+
+
+#: Repeatable options whose one value may itself hold commas (a URL's query, Atlas's
+#: "probes:1,2,3"): repeated only, never split.
+_COMMAS_INSIDE = {"url", "probes"}
 
 
 def _comma_lists(process_value):

@@ -166,3 +166,17 @@ def test_repeatable_options_also_take_comma_separated_values(db):
     assert p.returncode == 0, p.stderr
     listed = [ln.split()[1] for ln in p.stdout.splitlines() if ln.strip().startswith("- ")]
     assert listed == ["a.test", "b.test", "c.test"], p.stdout
+
+
+def test_options_whose_values_hold_commas_are_not_split():
+    """A URL's query and Atlas's probes:1,2,3 keep their commas (repeated only)."""
+    import typer.main
+
+    import netsurvey.cli as cli
+
+    cmd = typer.main.get_command(cli.app)
+    cli._prepare_commands(cmd)
+    probes = next(p for p in cmd.commands["atlas"].commands["run"].params if p.name == "probes")
+    url = next(p for p in cmd.commands["browser"].commands["pageload"].params if p.name == "url")
+    assert list(probes.process_value(None, ("probes:1,2,3",))) == ["probes:1,2,3"]
+    assert list(url.process_value(None, ("https://a.test/?x=1,2",))) == ["https://a.test/?x=1,2"]
