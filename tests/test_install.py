@@ -53,8 +53,11 @@ def test_lock_files_pin_one_resolution():
 def test_make_targets_use_the_venv_python():
     """`make -n` of every Python target runs .venv/bin/python, never a bare python3/netsurvey."""
     for target in ("test", "demo", "bench", "fuzz", "clean-db", "test-install"):
-        p = subprocess.run(["make", "-n", target, "PYTHON=/nonexistent/python3"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=30)
+        # as a top-level make: under `make test` (CI) MAKELEVEL/MAKEFLAGS would add
+        # "make[1]: Entering directory" lines and the outer PYTHON=...
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+        p = subprocess.run(["make", "--no-print-directory", "-n", target, "PYTHON=/nonexistent/python3"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=30, env=env)
         assert p.returncode == 0, p.stderr
         cmds = [ln for ln in p.stdout.splitlines() if ln.strip()]
         assert any('PYTHON="/nonexistent/python3"' in ln and "scripts/install.sh" in ln
