@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
 import shutil
 import socket
 import subprocess
@@ -71,13 +72,14 @@ def test_gnutls_key_changes_at_its_epoch_boundary(db, tmp_path, pki):
     port = _free_port()
     env = dict(os.environ, TZ="UTC")
     p = subprocess.Popen(["faketime", "-f", start, "gnutls-serv", "--http", "-p", str(port), "--x509certfile", str(cert),
-                          "--x509keyfile", str(key)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                          "--x509keyfile", str(key)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                         start_new_session=True)   # faketime runs gnutls-serv as its child: end the group
     try:
         t0 = time.monotonic()
         _wait_port(port)
         rows = _scan_key_names(db, tmp_path, "gnutls.zoo.test", port, ca, rounds=6, interval=1.5)
     finally:
-        p.terminate()
+        os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=5)
     names = [k for _, k, _ in rows]
     assert all(f == "gnutls" for _, _, f in rows) and len(rows) == 6, rows
