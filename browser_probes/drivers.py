@@ -29,6 +29,10 @@ LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 PROFILE_ENV = "NETSURVEY_BROWSER_PROFILE"
 
 
+#: Engines without HTTP/3, and why (their QUIC experiments are n/a with this reason).
+NO_HTTP3 = {"webkit": "WebKitGTK 2.50 has no HTTP/3 (libsoup 3 speaks HTTP/1.1 and HTTP/2 only)"}
+
+
 def geckodriver_path() -> Optional[str]:
     for p in (shutil.which("geckodriver"), os.path.expanduser("~/.cargo/bin/geckodriver")):
         if p and os.path.exists(p):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .drivers import BrowserOptions, set_clock_offset, start_browser, FAKETIME_REREAD_S
+from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, FAKETIME_REREAD_S
 from .owner import SocketOwners, attribute
 from .tracking import ObserverProcess, Probe, _close_tab, _service_pid, judge
 
@@ -66,7 +66,6 @@ NO_FAKETIME = {"firefox": "Firefox ESR 153 hangs at start under libfaketime 0.9.
 # "%s/%s/%d/%s"): on a dual-stack host a revisit over the other address family never resumes,
 # so its TLS 1.3 lifetime needs an IPv4-only host (t.test is dual-stack).
 FALLBACK_BY_BROWSER = {"webkit": {"tls13-psk": "track.test"}}
-NO_HTTP3 = {"webkit": "WebKitGTK 2.50 has no HTTP/3 (libsoup 3 speaks HTTP/1.1 and HTTP/2 only)"}
 
 
 @dataclass(frozen=True)

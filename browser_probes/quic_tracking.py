@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .drivers import BrowserOptions, start_browser
+from .drivers import NO_HTTP3, BrowserOptions, start_browser
 from .owner import SocketOwners
 from .tracking import Verdict, _close_tab, _service_pid
 
@@ -111,7 +111,6 @@ def run_quic_experiment(exp: str, probe: QuicProbe, browser: str, wait_s: float,
     """Visit over HTTP/3, close the tab and the QUIC session, wait, revisit; judge."""
     from testbed.pki import spki_sha256_b64
 
-    from .lifetime import NO_HTTP3
     from .tracking import browser_version
 
     if browser in NO_HTTP3:

@@ -148,9 +148,10 @@ def _kill(p: ProcState, timeout: float = 3.0) -> None:
 
 
 # -- readiness ------------------------------------------------------------------------
-def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
-    """Wait until the spec's TCP port accepts (checked from inside its namespace) or its UDP
-    port is bound; raise if the process dies first."""
+def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0, netns: str | None = None) -> None:
+    """Wait until the spec's TCP port accepts (checked from inside its namespace: ``netns``,
+    a kernel name, or the testbed's for spec.namespace) or its UDP port is bound; raise if
+    the process dies first."""
     port_check = None
     if spec.ready_tcp:
         port_check = ("tcp", *spec.ready_tcp)
@@ -163,7 +164,7 @@ def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
         if port_check is None:
             return
         proto, addr, port = port_check
-        r = subprocess.run(["ip", "netns", "exec", netns_name(spec.namespace), "ss", "-Hln",
+        r = subprocess.run(["ip", "netns", "exec", netns or netns_name(spec.namespace), "ss", "-Hln",
                             "-t" if proto == "tcp" else "-u", f"sport = :{port}"],
                            capture_output=True, text=True)
         want = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"

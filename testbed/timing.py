@@ -198,24 +198,6 @@ def _secret(d: Path) -> str:
 _RT_PRIORITY = 5
 
 
-def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0) -> None:
-    from .manager import pid_alive
-
-    check = ("-t", spec.ready_tcp) if spec.ready_tcp else ("-u", spec.ready_udp) if spec.ready_udp else None
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if not pid_alive(pid):
-            raise RuntimeError(f"{spec.name} exited during start-up (see its log)")
-        if check is None:
-            return
-        r = subprocess.run(["ip", "netns", "exec", spec.namespace, "ss", "-Hln", check[0],
-                            f"sport = :{check[1][1]}"], capture_output=True, text=True)
-        if r.stdout.strip():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{spec.name} not ready after {timeout:.0f} s")
-
-
 def _start(st: dict, spec: ProcSpec) -> None:
     logs = _dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -229,7 +211,9 @@ def _start(st: dict, spec: ProcSpec) -> None:
     st["procs"].append({"name": spec.name, "namespace": spec.namespace, "pid": p.pid, "argv": spec.argv,
                         "log": str(log)})
     _save(st)
-    _wait_ready(spec, p.pid)
+    from .manager import _wait_ready   # the testbed's readiness check, in our namespace
+
+    _wait_ready(spec, p.pid, spec.ready_timeout_s, netns=spec.namespace)
 
 
 def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
