@@ -296,3 +296,10 @@ def test_table_5_7_on_the_shared_tls_hosts_matches_their_configuration(testbed, 
     assert tls12[("noticket.example.test", "tls12_ticket")][0] == "error"
     assert tls12[("noid.example.test", "tls12_id")] == ("success", False)
     assert tls12[("www.example.test", "tls12_ticket")] == ("success", True)
+
+
+@pytest.mark.parametrize("bad", [["--timeout", "inf"], ["--timeout", "nan"], ["--link-rtt-ms", "inf"]])
+def test_non_finite_numbers_are_one_line_exit_2(db, bad):
+    """A review attack: --timeout inf ended in a traceback."""
+    p = run_cli("scan", "handshake-timing", "--target", "198.18.2.10", *bad, dsn=db.dsn)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and bad[0] in p.stderr, p

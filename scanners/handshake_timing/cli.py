@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 
@@ -107,6 +108,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .scanner import HandshakeTimingScanner, Options
 
         ms = _methods(methods)
+        finite(timeout_s, "--timeout", positive=True)       # nan / inf: one line, exit 2
+        finite(link_rtt_ms, "--link-rtt-ms")
         if samples < 1 or not timeout_s > 0 or (link_rtt_ms is not None and link_rtt_ms < 0):
             raise UsageError("--samples must be >= 1, --timeout positive, --link-rtt-ms >= 0")
         for n, p in (("--tcp-port", tcp_port), ("--tls-port", tls_port), ("--quic-port", quic_port)):
