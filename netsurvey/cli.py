@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -385,8 +386,9 @@ def _comma_lists(process_value):
     --name a.test --name b.test), like the comma-separated list options (--tls 1.2,1.3)."""
     def split(ctx, value, _pv=process_value):
         if isinstance(value, (list, tuple)):
-            value = type(value)(part.strip() for v in value for part in
-                                (v.split(",") if isinstance(v, str) else [v]) if not isinstance(part, str) or part.strip())
+            parts = (part for v in value for part in (v.split(",") if isinstance(v, str) else [v]))
+            value = type(value)(part.strip() if isinstance(part, str) else part for part in parts
+                                if not isinstance(part, str) or part.strip())
         return _pv(ctx, value)
     return split
 
@@ -431,6 +433,16 @@ def main() -> None:
         sys.exit(2)
     except MigrationError as exc:
         err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(1)
+    except Exception as exc:  # a bug of ours: one line for the user, the trace on request
+        if os.environ.get("NETSURVEY_TRACEBACK"):
+            raise
+        from .secrets import mask_argv
+
+        said = " ".join(mask_argv(str(exc).split()))
+        err.print(f"netsurvey: internal error ({type(exc).__name__}: {said}); this is a bug in "
+                  "netsurvey: rerun with NETSURVEY_TRACEBACK=1 and report what it prints",
+                  highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)
 
 

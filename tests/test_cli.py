@@ -178,3 +178,60 @@ def test_options_whose_values_hold_commas_are_not_split():
     url = next(p for p in cmd.commands["browser"].commands["pageload"].params if p.name == "url")
     assert list(probes.process_value(None, ("probes:1,2,3",))) == ["probes:1,2,3"]
     assert list(url.process_value(None, ("https://a.test/?x=1,2",))) == ["https://a.test/?x=1,2"]
+
+
+def _all_commands(cmd, path=()):
+    yield path, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _all_commands(sub, (*path, name))
+
+
+def test_every_repeatable_option_accepts_its_default_and_numbers():
+    """The 2026-11-24 CI: --wait's default [6.0] (a list of floats) reached the comma splitter,
+    which called .strip() on a float: every `browser track` ended in a traceback. Each
+    repeatable option of every command must take its own default, and numeric ones 1,2."""
+    import typer.main
+
+    import netsurvey.cli as cli
+    try:
+        import typer._click as click
+    except ImportError:  # older typer uses click itself
+        import click
+
+    cmd = typer.main.get_command(cli.app)
+    cli._prepare_commands(cmd)
+    checked = 0
+    for path, c in _all_commands(cmd):
+        for p in c.params:
+            if not getattr(p, "multiple", False):
+                continue
+            ctx = click.Context(c, info_name=" ".join(path))
+            default = p.get_default(ctx, call=True)
+            if getattr(p, "required", False) and not default:
+                continue
+            p.process_value(ctx, tuple(default or ()))
+            if default and isinstance(list(default)[0], (int, float)):
+                assert list(p.process_value(ctx, ("1,2", "3"))) == [1, 2, 3], (path, p.name)
+            checked += 1
+    assert checked >= 10, checked
+
+
+def test_an_internal_error_is_one_line_without_secrets(tmp_path):
+    """A bug of ours reaches the user as one line (exit 1), with a DSN's password masked; the
+    traceback only with NETSURVEY_TRACEBACK=1."""
+    import subprocess
+    import sys
+
+    code = ("import sys, netsurvey.cli as c\n"
+            "def boom(): raise RuntimeError('postgresql://u:hunter2@h/db broke')\n"
+            "c.typer.main.get_command = lambda app: boom()\n"
+            "sys.argv = ['netsurvey', 'db', 'status']\n"
+            "c.main()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p
+    assert len(p.stderr.strip().splitlines()) == 1 and "internal error" in p.stderr, p.stderr
+    assert "hunter2" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    import os
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "NETSURVEY_TRACEBACK": "1"})
+    assert "Traceback" in p.stderr, p.stderr
