@@ -28,7 +28,7 @@ demo: install
 # CI's command. Tests marked `slow` (long rehearsals, bisections, scale runs, the fresh
 # install) are left to `make test-slow`.
 test: install
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" --durations=30 $(PYTEST_ARGS)
 
 test-slow: install
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)

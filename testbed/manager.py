@@ -26,24 +26,12 @@ from . import netns
 from .model import TestbedConfig
 from .nginx import certificate_names, render_nginx
 from .pki import ensure_ca, issue_cert
-from .procs import NETNS_PREFIX, ProcSpec, netns_name
+from .procs import (NETNS_PREFIX, ProcSpec, ProcState, _kill, _wait_ready, netns_name,  # noqa: F401
+                    pid_alive, state_dir)
 from .tickets import install_keys, key_epoch, key_name
 
 VANTAGE = "vantage"
 BRIDGE = "tbbr0"
-
-
-def state_dir() -> Path:
-    return Path(os.environ.get("NETSURVEY_TESTBED_DIR", "/run/netsurvey/testbed"))
-
-
-@dataclass
-class ProcState:
-    name: str
-    namespace: str
-    pid: int
-    argv: list[str]
-    log: str
 
 
 @dataclass
@@ -71,31 +59,6 @@ class State:
         tmp = d / "state.json.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=1))
         tmp.rename(d / "state.json")
-
-
-# -- process liveness ---------------------------------------------------------------
-def pid_alive(pid: int, argv0: str | None = None, argv: list[str] | None = None) -> bool:
-    """True if ``pid`` runs (zombies count as dead) and, if given, its argv[0] matches - or,
-    with ``argv``, its whole command line (pids wrap at pid_max: a recorded pid may belong
-    to an unrelated process by now, and `down` must never signal that one)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-        return False
-    if argv0 or argv:
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-        except OSError:
-            return False
-        cmd0 = cmd[0].decode(errors="replace")
-        if cmd0.startswith("nginx"):   # nginx rewrites its title ("nginx: master process ...")
-            return os.path.basename((argv or [argv0])[0]).startswith("nginx")
-        if argv:
-            return [c.decode(errors="replace") for c in cmd] == [str(a) for a in argv]
-        return os.path.basename(cmd0).startswith(os.path.basename(argv0)[:15])
-    return True
 
 
 @contextlib.contextmanager
@@ -128,51 +91,6 @@ def _orphans() -> list[int]:
         except OSError:
             pass
     return out
-
-
-def _kill(p: ProcState, timeout: float = 3.0) -> None:
-    if not pid_alive(p.pid, argv=p.argv):
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            os.kill(p.pid, sig)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if not pid_alive(p.pid):
-                return
-            time.sleep(0.02)
-
-
-# -- readiness ------------------------------------------------------------------------
-def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0, netns: str | None = None) -> None:
-    """Wait until the spec's TCP port accepts (checked from inside its namespace: ``netns``,
-    a kernel name, or the testbed's for spec.namespace) or its UDP port is bound; raise if
-    the process dies first."""
-    port_check = None
-    if spec.ready_tcp:
-        port_check = ("tcp", *spec.ready_tcp)
-    elif spec.ready_udp:
-        port_check = ("udp", *spec.ready_udp)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if not pid_alive(pid):
-            raise RuntimeError(f"{spec.name} exited during start-up (see its log)")
-        if port_check is None:
-            return
-        proto, addr, port = port_check
-        r = subprocess.run(["ip", "netns", "exec", netns or netns_name(spec.namespace), "ss", "-Hln",
-                            "-t" if proto == "tcp" else "-u", f"sport = :{port}"],
-                           capture_output=True, text=True)
-        want = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-        mapped = f"[::ffff:{addr}]:{port}"   # an IPv4 address on a dual-stack socket (Java)
-        if want in r.stdout or mapped in r.stdout or f"*:{port}" in r.stdout or f"0.0.0.0:{port}" in r.stdout:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{spec.name} not ready on {port_check} after {timeout:.0f} s")
 
 
 # -- the manager ------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def _save(st: dict) -> None:
 
 
 def _alive(p: dict) -> bool:
-    from .manager import pid_alive
+    from .procs import pid_alive
 
     return pid_alive(p["pid"], p["argv"][0])
 
@@ -122,7 +122,7 @@ def _wait_file(p: Path, pid: int, timeout: float = 5.0) -> None:
 
 
 def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
-    from .manager import state_dir
+    from .procs import state_dir
     from .pki import issue_cert
     from .quic_server import build_config_json
 
@@ -211,14 +211,14 @@ def _start(st: dict, spec: ProcSpec) -> None:
     st["procs"].append({"name": spec.name, "namespace": spec.namespace, "pid": p.pid, "argv": spec.argv,
                         "log": str(log)})
     _save(st)
-    from .manager import _wait_ready   # the testbed's readiness check, in our namespace
+    from .procs import _wait_ready   # the testbed's readiness check, in our namespace
 
     _wait_ready(spec, p.pid, spec.ready_timeout_s, netns=spec.namespace)
 
 
 def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
     """Stop the timing testbed's processes (by recorded pid) and remove its namespaces."""
-    from .manager import ProcState, _kill
+    from .procs import ProcState, _kill
 
     st = _state()
     for p in reversed(st.get("procs", [])):
