@@ -308,3 +308,7 @@ def load_testbed_config(path: Optional[Path] = None) -> TestbedConfig:
     from netsurvey.config import load_toml_model
 
     return load_toml_model(Path(path or DEFAULT_TESTBED_CONFIG), TestbedConfig, "testbed config")
+
+
+class ProfileError(RuntimeError):
+    """A profile cannot be applied (unknown class, namespace absent, kernel lacks netem)."""

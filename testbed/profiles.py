@@ -24,22 +24,14 @@ from pathlib import Path
 from typing import Optional
 
 from . import netns
-from .model import Profile, TestbedConfig
-from .procs import netns_name
+from .model import Profile, ProfileError, TestbedConfig  # noqa: F401 (ProfileError: callers import it here)
+from .procs import netns_name, state_dir
 
 TIMING = "timing"
 #: tbf burst and queue latency bound (the kernel needs both; a burst of 64 KiB lets TSO-sized
 #: segments through at any rate we configure).
 TBF_BURST = "64kb"
 TBF_LATENCY = "200ms"
-
-
-class ProfileError(RuntimeError):
-    """A profile cannot be applied (unknown class, namespace absent, kernel lacks netem)."""
-
-
-def _state_dir() -> Path:
-    return Path(os.environ.get("NETSURVEY_TESTBED_DIR", "/run/netsurvey/testbed"))
 
 
 def classes(cfg: TestbedConfig) -> dict[str, list[tuple[str, str]]]:
@@ -92,7 +84,7 @@ def _apply_qdiscs(ns: str, dev: str, p: Profile, delay_in_kernel: bool) -> None:
 
 
 def _recorded() -> dict:
-    p = _state_dir() / "profiles.json"
+    p = state_dir() / "profiles.json"
     try:
         return json.loads(p.read_text())
     except (OSError, ValueError):
@@ -100,7 +92,7 @@ def _recorded() -> dict:
 
 
 def _record(cls: str, name: str) -> None:
-    d = _state_dir()
+    d = state_dir()
     d.mkdir(parents=True, exist_ok=True)
     cur = _recorded()
     cur[cls] = name

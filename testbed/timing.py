@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import netns
-from .model import Profile, QuicHost, TestbedConfig
+from .model import Profile, ProfileError, QuicHost, TestbedConfig
 from .procs import ProcSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -248,8 +248,6 @@ def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
     st = _state()
     dl = next((x for x in st.get("procs", []) if x["name"] == "delayline"), None)
     if dl is None or not _alive(dl):
-        from .profiles import ProfileError
-
         raise ProfileError("the timing testbed is not up (netsurvey testbed timing up)")
     d = _dir()
     (d / "profile.json.tmp").write_text(json.dumps(p.model_dump()))
