@@ -269,6 +269,31 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
 _CERT_CACHE: dict[bytes, tuple[bytes, str, tuple[str, ...]]] = {}
 
 
+class PacedHandshakes:
+    """What the multi-handshake probes (tls-lifetime, tls-shared) share: one TLS context per
+    (version, mechanism), a key log, a concurrency bound, and the run's etiquette limiter
+    (global and per-destination rate) that every handshake waits for."""
+
+    #: read the TLS 1.3 tickets that follow the handshake (the lifetime probe needs them)
+    read_tickets = False
+
+    def __init__(self, options, emit, concurrency: int = 100, limiter=None):
+        self.o = options
+        self.limiter = limiter
+        self.emit = emit
+        self.keylog = KeyLog()
+        self.sem = asyncio.Semaphore(concurrency)
+        self.contexts = {(v, m): make_context(v, tickets=(m == "ticket"), verify=options.verify, keylog=self.keylog)
+                         for v in options.versions for m in options.mechanisms}
+
+    async def _hs(self, t, ctx, session=None) -> Handshake:
+        async with self.sem:
+            if self.limiter is not None:
+                await self.limiter.acquire(t.address)
+            return await handshake(t.address, t.port, t.hostname, ctx, timeout=self.o.timeout, session=session,
+                                   keylog=self.keylog, read_tickets=self.read_tickets)
+
+
 def certificate_facts(der: Optional[bytes]) -> tuple[Optional[bytes], Optional[str], tuple[str, ...]]:
     """(SHA-256 fingerprint, issuer DN, SAN DNS names) of a DER certificate (memoised)."""
     if not der:

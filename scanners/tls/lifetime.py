@@ -19,9 +19,8 @@ from typing import Callable, Optional
 
 from netsurvey.scanning import ScanStatus, ScanTarget
 
-from .engine import Handshake, handshake, make_context
+from .engine import Handshake, PacedHandshakes
 from .results import ResumptionAttempt
-from .tls13 import KeyLog
 
 
 @dataclass(frozen=True)
@@ -55,26 +54,15 @@ class LifetimeOptions:
         return [self.step * k for k in range(1, n + 1)]
 
 
-class LifetimeProbe:
-    """Runs the probe for many targets concurrently; ``emit`` receives each attempt."""
+class LifetimeProbe(PacedHandshakes):
+    """Runs the probe for many targets concurrently; ``emit`` receives each attempt (the
+    run's limiter paces every handshake: :class:`~.engine.PacedHandshakes`)."""
+
+    read_tickets = True
 
     def __init__(self, options: LifetimeOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100,
                  limiter=None):
-        self.o = options
-        #: the run's etiquette limiter (global and per-destination rate): every handshake waits for it
-        self.limiter = limiter
-        self.emit = emit
-        self.keylog = KeyLog()
-        self.sem = asyncio.Semaphore(concurrency)
-        self.contexts = {(v, m): make_context(v, tickets=(m == "ticket"), verify=options.verify, keylog=self.keylog)
-                         for v in options.versions for m in options.mechanisms}
-
-    async def _hs(self, t: ScanTarget, ctx, session=None) -> Handshake:
-        async with self.sem:
-            if self.limiter is not None:
-                await self.limiter.acquire(t.address)
-            return await handshake(t.address, t.port, t.hostname, ctx, timeout=self.o.timeout, session=session,
-                                   keylog=self.keylog, read_tickets=True)
+        super().__init__(options, emit, concurrency, limiter)
 
     def _attempt(self, t: ScanTarget, mech: str, version: str, age: float, h: Optional[Handshake], idx: int,
                  key: Optional[bytes], status: Optional[str] = None, error: Optional[str] = None) -> ResumptionAttempt:

@@ -18,9 +18,8 @@ from typing import Callable, Iterable, Optional
 
 from netsurvey.scanning import INTERRUPTED, ScanStatus, ScanTarget
 
-from .engine import Handshake, certificate_facts, handshake, make_context
+from .engine import Handshake, PacedHandshakes, certificate_facts
 from .results import ResumptionAttempt
-from .tls13 import KeyLog
 
 
 @dataclass(frozen=True)
@@ -42,27 +41,14 @@ class SharedOptions:
     verify: bool = True
 
 
-class SharedProbe:
-    """Presents each origin's session at every other member of its group."""
+class SharedProbe(PacedHandshakes):
+    """Presents each origin's session at every other member of its group (the run's limiter
+    paces every handshake: :class:`~.engine.PacedHandshakes`)."""
 
     def __init__(self, options: SharedOptions, emit: Callable[[ResumptionAttempt], None], concurrency: int = 100,
                  limiter=None):
-        self.o = options
-        #: the run's etiquette limiter (global and per-destination rate): every handshake waits for it
-        self.limiter = limiter
-        self.emit = emit
-        self.keylog = KeyLog()
-        self.sem = asyncio.Semaphore(concurrency)
-        self.contexts = {(v, m): make_context(v, tickets=(m == "ticket"), verify=options.verify, keylog=self.keylog)
-                         for v in options.versions for m in options.mechanisms}
+        super().__init__(options, emit, concurrency, limiter)
         self.sans: dict[str, tuple[str, ...]] = {}
-
-    async def _hs(self, t: ScanTarget, ctx, session=None) -> Handshake:
-        async with self.sem:
-            if self.limiter is not None:
-                await self.limiter.acquire(t.address)
-            return await handshake(t.address, t.port, t.hostname, ctx, timeout=self.o.timeout, session=session,
-                                   keylog=self.keylog)
 
     async def probe_origin(self, a: ScanTarget, others: list[ScanTarget]) -> None:
         await asyncio.gather(*(self._origin_mech(a, others, v, m) for v in self.o.versions
