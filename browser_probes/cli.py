@@ -257,6 +257,100 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(f"run {ctx.run.id}: {len(results)} lifetimes")
 
 
+    @measurement(browser_app, "browser-revisit", command="revisit", tables=("browser_revisit_visit",))
+    def revisit(
+        browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
+        transport: List[str] = typer.Option(["tls12", "tls13", "quic"], "--transport",
+                                            help="tls12, tls13 or quic (repeatable)."),
+        repeat: int = typer.Option(5, "--repeat", help="First/revisit pairs per browser and transport."),
+        as_json: bool = typer.Option(False, "--json", help="Print the per-browser savings as JSON."),
+    ) -> None:
+        """The time a browser saves on a revisit with state, on the timing testbed (run it there:
+        netsurvey testbed timing exec -- netsurvey browser revisit ...)."""
+        from netsurvey.clictx import open_scan
+        from netsurvey.writer import ResultWriter
+
+        from .revisit import TRANSPORTS, VisitTiming, measure_revisits
+
+        for b in browser:
+            _check_browser(b)
+        bad = [t for t in transport if t not in TRANSPORTS]
+        if bad:
+            raise UsageError(f"--transport: unknown {bad[0]!r} (use {', '.join(TRANSPORTS)})")
+        if not 1 <= repeat <= 1000:
+            raise UsageError("--repeat must be between 1 and 1000")
+        server, applied = _timing_server()
+        policy = _policy()
+        for addr in server["addresses"]:
+            why = policy.reason_blocked(addr)
+            if why:
+                raise UsageError(f"the timing server {addr} is blocked: {why}")
+        link = {"link_profile": (applied or {}).get("name"), "link_rtt_ms": (applied or {}).get("rtt_ms")}
+        ctx = open_scan("browser-revisit", {"browsers": list(browser), "transports": list(transport), "repeat": repeat,
+                                             "server": server["hostname"], **link},
+                        packages=("selenium",), namespace=server["vantage_netns"], targets=server["addresses"])
+        cols = [f for f in VisitTiming.__dataclass_fields__] + ["link_profile", "link_rtt_ms"]
+        try:
+            with ResultWriter(ctx.db, "browser_revisit_visit", ["run_id", *cols]) as w:
+                measure_revisits(server["revisit"], list(browser), list(transport), repeat,
+                                 lambda v: w.write((ctx.run.id, *(getattr(v, c) for c in cols[:-2]),
+                                                    link["link_profile"], link["link_rtt_ms"])),
+                                 log=lambda m: print(m, file=sys.stderr, flush=True))
+        except BaseException:
+            ctx.run.finish("failed", {})
+            raise
+        with ctx.db.connect() as conn:
+            rows = conn.execute("SELECT browser, transport, pairs, revisits_resumed, revisits_early_data, "
+                                "first_ttfb_median_ms, revisit_ttfb_median_ms, saving_median_ms, saving_median_rtts "
+                                "FROM browser_revisit_saving WHERE run_id = %s ORDER BY browser, transport",
+                                (ctx.run.id,)).fetchall()
+        ctx.run.finish("finished", {"pairs": sum(r[2] for r in rows)})
+        keys = ("browser", "transport", "pairs", "revisits_resumed", "revisits_early_data", "first_ttfb_median_ms",
+                "revisit_ttfb_median_ms", "saving_median_ms", "saving_median_rtts")
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, **link, "savings": [dict(zip(keys, r)) for r in rows]}))
+        else:
+            for r in rows:
+                print(f"{r[0]:8s} {r[1]:6s} {r[2]} pairs, resumed {r[3]}, early data {r[4]}: first {r[5]:.1f} ms, "
+                      f"revisit {r[6]:.1f} ms, saved {r[7]:.1f} ms"
+                      + (f" ({r[8]:.2f} RTT)" if r[8] is not None else ""))
+            print(f"run {ctx.run.id}: link profile {link['link_profile']} ({link['link_rtt_ms']} ms RTT)")
+
+
+def _policy():
+    from netsurvey.clictx import state
+    from netsurvey.etiquette import TargetPolicy
+
+    return TargetPolicy.from_config(state.config.etiquette)
+
+
+def _timing_server() -> tuple[dict, Optional[dict]]:
+    """The timing testbed's server, checked to be up and reachable from here (the command
+    must run in the timing vantage: `netsurvey testbed timing exec -- ...`)."""
+    from testbed import timing
+    from testbed.manager import State
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    from .revisit import RevisitServer
+
+    st = State.load()
+    cfg = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+    s = timing.status(cfg)
+    if not s["up"]:
+        raise UsageError("the timing testbed is not up ('netsurvey testbed timing up')")
+    try:
+        with socket.socket() as probe:   # bind only: no packet leaves
+            probe.bind((cfg.timing.vantage_v4, 0))
+    except OSError:
+        raise UsageError("run this in the timing vantage: netsurvey testbed timing exec -- "
+                         "netsurvey browser revisit ...") from None
+    server = RevisitServer(hostname=s["hostname"], tls12_port=s["services"]["tls12_only_port"],
+                           nginx_log=Path(s["nginx_access_log"]), quic_log=Path(s["quic_log"]),
+                           quic_certfile=Path(s["certfile"]))
+    return ({"hostname": s["hostname"], "addresses": [s["server_v4"], s["server_v6"]],
+             "vantage_netns": s["vantage_netns"], "revisit": server}, s.get("delay_line"))
+
+
 def _age(s: Optional[float]) -> str:
     if s is None:
         return "-"

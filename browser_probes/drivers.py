@@ -269,6 +269,7 @@ def _start_firefox(opts: BrowserOptions, profile: Path):
     o.set_preference("toolkit.telemetry.enabled", False)
     if opts.bidi:
         o.enable_bidi = True
-    # QUIC experiments close idle connections from the chrome context (quic_tracking.py)
-    args = ["--allow-system-access"] if opts.quic_origins else []
+    # connections are closed from the chrome context (quic_tracking._flush_connections: the
+    # QUIC experiments, the lifetime probes and the revisit timing)
+    args = ["--allow-system-access"]
     return webdriver.Firefox(service=Service(gd, log_output=os.devnull, service_args=args), options=o)

@@ -55,6 +55,18 @@ def write_resolv_conf(ns: str, servers: list[str]) -> Path:
     return p
 
 
+def write_hosts(ns: str, names: dict[str, list[str]]) -> Path:
+    """/etc/netns/<ns>/hosts (bind-mounted over /etc/hosts by `ip netns exec`): localhost and
+    ``names`` (name -> addresses)."""
+    d = Path("/etc/netns") / ns
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "hosts"
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    lines += [f"{a} {name}" for name, addrs in names.items() for a in addrs]
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
 def remove_resolv_conf(ns: str) -> None:
     d = Path("/etc/netns") / ns
     if d.exists():

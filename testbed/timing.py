@@ -64,12 +64,20 @@ def _alive(p: dict) -> bool:
     return pid_alive(p["pid"], p["argv"][0])
 
 
+#: Bumped whenever what `up` builds changes (servers, their configuration, files): a timing
+#: testbed built by older code is then rebuilt instead of being taken as up.
+LAYOUT = 2   # 2: nginx logs each request (resumed, early data); TLS 1.2-only port; vantage hosts file
+
+#: The TLS 1.2-only server (browser revisits: an abbreviated TLS 1.2 handshake saves one RTT).
+TLS12_PORT = 8443
+
+
 def healthy(cfg: TestbedConfig) -> bool:
     st = _state()
     t = cfg.timing
     existing = set(netns.list_netns())
-    return (bool(st.get("complete")) and netns_name(t.vantage_ns) in existing and netns_name(t.server_ns) in existing
-            and all(_alive(p) for p in st.get("procs", [])))
+    return (bool(st.get("complete")) and st.get("layout") == LAYOUT and netns_name(t.vantage_ns) in existing
+            and netns_name(t.server_ns) in existing and all(_alive(p) for p in st.get("procs", [])))
 
 
 def up(cfg: TestbedConfig, log=print) -> dict:
@@ -80,7 +88,7 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     t0 = time.time()
     t = cfg.timing
     vns, sns = netns_name(t.vantage_ns), netns_name(t.server_ns)
-    st = {"namespaces": [vns, sns], "procs": [], "complete": False}
+    st = {"namespaces": [vns, sns], "procs": [], "complete": False, "layout": LAYOUT}
     _save(st)
     d = _dir()
     for ns, dev, mine, peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
@@ -91,6 +99,9 @@ def up(cfg: TestbedConfig, log=print) -> dict:
                         f"addr add {mine[1]}/{t.prefixlen_v6} dev {dev} nodad",
                         f"link set {dev} mtu 1500 up"], ns=ns)
     netns.sysctl(vns, {"net.ipv4.tcp_fastopen": "1"})
+    # browsers in the vantage find timing.test through /etc/hosts (`ip netns exec` bind-mounts
+    # /etc/netns/<ns>/hosts over it): the timing testbed has no resolver of its own
+    netns.write_hosts(vns, {t.hostname: [t.server_v4, t.server_v6]})
     netns.sysctl(sns, {"net.ipv4.tcp_fastopen": "3", "net.ipv4.tcp_fastopen_key": t.tfo_key,
                        "net.core.somaxconn": "4096"})
     (d / "profile.json").write_text(json.dumps(cfg.profile("none").model_dump()))
@@ -149,7 +160,11 @@ pid {ng / 'nginx.pid'};
 error_log {ng / 'logs' / 'error.log'} warn;
 events {{ worker_connections 1024; }}
 http {{
-    access_log off;
+    # one JSON line per request: which visit (uri, with its nonce), TLS version, resumed, early data
+    log_format revisit escape=json '{{"ts": $msec, "client": "$remote_addr", "client_port": $remote_port, '
+                                   '"port": $server_port, "protocol": "$ssl_protocol", "reused": "$ssl_session_reused", '
+                                   '"early_data": "$ssl_early_data", "uri": "$request_uri"}}';
+    access_log {ng / 'logs' / 'access.log'} revisit;
     client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
     uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
     types {{ text/html html; }}
@@ -166,6 +181,20 @@ http {{
         ssl_session_tickets on;
         ssl_session_ticket_key {tk};
         ssl_early_data on;
+        root {ng / 'www'};
+        location / {{ try_files $uri $uri/index.html =404; }}
+    }}
+    server {{
+        listen {t.server_v4}:{TLS12_PORT} ssl;
+        listen [{t.server_v6}]:{TLS12_PORT} ssl;
+        server_name {t.hostname};
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2;
+        ssl_session_cache shared:timing:1m;
+        ssl_session_timeout {t.session_timeout}s;
+        ssl_session_tickets on;
+        ssl_session_ticket_key {tk};
         root {ng / 'www'};
         location / {{ try_files $uri $uri/index.html =404; }}
     }}
@@ -229,6 +258,8 @@ def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
     existing = set(netns.list_netns())
     for n in names & existing:
         netns.del_netns(n)
+    for n in names:
+        netns.remove_resolv_conf(n)   # the vantage's hosts file (/etc/netns/<ns>/)
     f = _dir() / "state.json"
     if f.exists():
         f.unlink()
@@ -299,10 +330,14 @@ def status(cfg: TestbedConfig) -> dict:
     st = _state()
     return {"up": healthy(cfg), "vantage_netns": netns_name(t.vantage_ns), "server_netns": netns_name(t.server_ns),
             "hostname": t.hostname, "server_v4": t.server_v4, "server_v6": t.server_v6,
-            "services": {"tcp_tfo_port": 80, "tls_port": 443, "quic_port": 443,
+            "services": {"tcp_tfo_port": 80, "tls_port": 443, "tls12_only_port": TLS12_PORT, "quic_port": 443,
                          "tls_versions": ["1.2", "1.3"], "session_ids": True, "tickets": True,
                          "tls13_early_data": True, "max_early_data_bytes": t.max_early_data_bytes,
                          "quic_early_data": True, "tfo": True, "tfo_key": t.tfo_key},
             "processes": [{"name": p["name"], "pid": p["pid"], "running": _alive(p)} for p in st.get("procs", [])],
             "server_pids": server_pids(),
+            "nginx_access_log": str(_dir() / "nginx" / "logs" / "access.log"),
+            "quic_log": str(_dir() / "quic.log"),
+            "certfile": json.loads((_dir() / "quic.json").read_text()).get("certfile")
+            if (_dir() / "quic.json").exists() else None,
             "delay_line": delay_line_applied()}
