@@ -26,7 +26,9 @@ SELECT r.run_id, r.visit_id, r.resource_no, v.browser, r.hostname, r.protocol, r
            SELECT 1 FROM browser_resource o
            WHERE o.visit_id = r.visit_id AND o.connection_id = r.connection_id AND o.resource_no <> r.resource_no
              AND (o.first_byte_sent_ms, o.resource_no) < (r.first_byte_sent_ms, r.resource_no)
-             AND o.last_byte_received_ms > r.first_byte_sent_ms) END AS on_busy_connection
+             AND o.last_byte_received_ms > r.first_byte_sent_ms
+             -- a resource with the timing of an earlier load (events before its creation) was not on the wire
+             AND o.created_ms <= o.dispatched_ms AND o.dispatched_ms <= o.first_byte_sent_ms) END AS on_busy_connection
 FROM browser_resource r
 JOIN browser_visit v ON v.id = r.visit_id
 WHERE v.status = 'complete' AND r.failed IS NULL AND coalesce(r.from_cache, false) = false
@@ -48,7 +50,7 @@ COMMENT ON COLUMN blast_resource_time.server_wait_ms IS 'BLAST server wait time:
 COMMENT ON COLUMN blast_resource_time.transfer_ms IS 'BLAST transfer time: ms from first (event 4) to last (event 5) response byte received.';
 COMMENT ON COLUMN blast_resource_time.load_ms IS 'BLAST resource load time: ms from created (event 1) to last byte received (event 5) = the sum of the four categories.';
 COMMENT ON COLUMN blast_resource_time.events_ordered IS 'The five events are in order (created <= dispatched <= sent <= first byte <= last byte). False e.g. for a resource Chromium answered from its memory of an earlier visit with that visit''s timing.';
-COMMENT ON COLUMN blast_resource_time.on_busy_connection IS 'BLAST sec. IV-C3 head-of-line test: the request was sent on a connection that was still loading another resource of the visit (sent earlier, last byte later). Only possible with HTTP/2 multiplexing or pipelining. NULL when the browser reports no connection id.';
+COMMENT ON COLUMN blast_resource_time.on_busy_connection IS 'BLAST sec. IV-C3 head-of-line test: the request was sent on a connection that was still loading another resource of the visit (sent earlier, last byte later; resources whose events precede their creation do not count). Only possible with HTTP/2 multiplexing or pipelining. NULL when the browser reports no connection id.';
 
 CREATE VIEW blast_page_time AS
 WITH RECURSIVE res AS (
