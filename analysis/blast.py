@@ -325,3 +325,88 @@ def sweeps(ctx: FigureContext) -> None:
     ctx.notes["reference_plt_s"] = ref
     ctx.notes["double_bandwidth_plt_s"] = dbl
     ctx.notes["half_rtt_plt_s"] = half
+
+
+def calibration(ctx: FigureContext, runs) -> tuple[float, float, int, int]:
+    """The simulator's two constants measured from the runs' own events, as BLAST did
+    (sec. V-B: "the same numbers we measured from real data"): RTT = mean server wait per
+    resource (BLAST sec. II-C: ideally one round trip); per-resource bandwidth = bytes over
+    transfer time of the resources of at least 50 kB (BLAST: over 500 kB; ours are scaled
+    down), all resources if none is that large. Returns (rtt_s, bandwidth_Bps, n_rtt, n_bw)."""
+    from netsurvey.errors import UsageError
+
+    with ctx.db.connect() as conn:
+        rtt, n_rtt = conn.execute("SELECT avg(server_wait_ms), count(*) FROM blast_resource_time"
+                                  " WHERE run_id = ANY(%s) AND events_ordered", (list(runs),)).fetchone()
+        bw = None
+        for floor in (50_000, 0):
+            b, t, n_bw = conn.execute("SELECT sum(encoded_bytes), sum(transfer_ms), count(*) FROM blast_resource_time"
+                                      " WHERE run_id = ANY(%s) AND events_ordered AND encoded_bytes >= %s"
+                                      " AND transfer_ms > 0", (list(runs), floor)).fetchone()
+            if b and t:
+                bw = float(b) / (float(t) / 1000.0)
+                break
+    if rtt is None or bw is None:
+        raise UsageError(f"{ctx.name}: the runs hold no resource with server wait and transfer times")
+    return float(rtt) / 1000.0, bw, int(n_rtt), int(n_bw)
+
+
+@figure("blast-validation", sources=["model_page_visit", "model_page_resource", "model_page_server",
+                                     "blast_resource_time"], thesis="BLAST Fig 5")
+def validation(ctx: FigureContext) -> None:
+    """Simulated vs recorded page load time per visit and browser, the simulator's RTT and
+    bandwidth measured from the same runs (BLAST sec. V-B); Pearson r and the CDF of the
+    relative error (simulated - recorded) / recorded."""
+    import matplotlib.pyplot as plt
+
+    from .models import inputs
+    from .models.pageload import PageOptions, pearson, simulate_page
+
+    runs = _runs(ctx)
+    pages = inputs.pages_db(ctx.db, runs)
+    with ctx.db.connect() as conn:
+        browsers = [b for (b,) in conn.execute(
+            "SELECT v.browser FROM model_page_visit m JOIN browser_visit v ON v.id = m.visit_id"
+            " WHERE m.scan_run_id = ANY(%s) ORDER BY m.visit_id", (list(runs),))]
+    rtt_s, bw, n_rtt, n_bw = calibration(ctx, runs)
+    opts = PageOptions(rtt_s=rtt_s, bandwidth_Bps=bw)
+    rows = []
+    for b, p in zip(browsers, pages):
+        s = simulate_page(p, opts)
+        if p.recorded_plt_s:
+            rows.append((b, p.name, p.recorded_plt_s, s["plt_s"], (s["plt_s"] - p.recorded_plt_s) / p.recorded_plt_s))
+    ctx.write_csv(["browser", "page", "recorded_plt_s", "simulated_plt_s", "relative_error"],
+                  [(b, n, round(r, 4), round(s, 4), round(e, 4)) for b, n, r, s, e in rows])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    stats = {}
+    for i, b in enumerate(sorted({r[0] for r in rows})):
+        sel = [r for r in rows if r[0] == b]
+        rec, sim, err = [r[2] for r in sel], [r[3] for r in sel], sorted(r[4] for r in sel)
+        rr = pearson(rec, sim)
+        stats[b] = {"n": len(sel), "r": rr, "mean_recorded_s": mean(rec), "mean_simulated_s": mean(sim),
+                    "median_abs_error": sorted(abs(e) for e in err)[len(err) // 2]}
+        axes[0].scatter(rec, sim, s=10, label=f"{b} (n={len(sel)}, r={rr:.2f})" if rr is not None else b)
+        axes[1].step(err, [(k + 1) / len(err) for k in range(len(err))], where="post", label=f"{b} (n={len(sel)})")
+    hi = max([max(r[2], r[3]) for r in rows] or [1.0])
+    axes[0].plot([0, hi], [0, hi], "k:", linewidth=0.8, label="simulated = recorded")
+    axes[0].set_xlabel("recorded page load time [s]")
+    axes[0].set_ylabel("simulated page load time [s]")
+    axes[0].set_title(f"simulator at RTT {rtt_s * 1000:.1f} ms, {bw / 1000:.0f} kB/s (measured); BLAST Fig 5: r = 0.63",
+                      fontsize=8)
+    axes[0].legend(fontsize=7)
+    axes[1].axvline(0, color="k", linestyle=":", linewidth=0.8)
+    axes[1].set_xlabel("relative error (simulated - recorded) / recorded")
+    axes[1].set_ylabel("share of page visits")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    ctx.save(fig)
+    ctx.sample(len(rows), "page visits with a recorded page load time")
+    ctx.sample(n_rtt, "resources behind the RTT (mean server wait)")
+    ctx.sample(n_bw, "resources behind the bandwidth")
+    for b, st in stats.items():
+        ctx.compare(f"{b}: Pearson r simulated vs recorded (Fig 5, http2)", 0.63,
+                    None if st["r"] is None else round(st["r"], 3))
+        ctx.compare(f"{b}: mean simulated / mean recorded page load time (sec. V-B: 18.0 / 18.4 s)", "97.8%",
+                    f"{st['mean_simulated_s'] / st['mean_recorded_s']:.1%}")
+        ctx.compare(f"{b}: median absolute relative error per page", None, f"{st['median_abs_error']:.1%}")
+    ctx.notes.update(stats=stats, rtt_s=rtt_s, bandwidth_Bps=bw)
