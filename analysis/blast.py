@@ -225,12 +225,10 @@ def _sim_means(pages, opts) -> tuple[float, float, int, int]:
 
 
 def _pages(ctx: FigureContext):
+    """The logged resource trees of the selected (else every finished) page-load run."""
     from .models import inputs
-    from .simulations import _view_runs
 
-    pages = inputs.pages_db(ctx.db, ctx.runs)
-    _view_runs(ctx, "model_page_visit")
-    return pages
+    return inputs.pages_db(ctx.db, _runs(ctx))
 
 
 @figure("blast-feature-steps", sources=["model_page_visit", "model_page_resource", "model_page_server"],
@@ -332,7 +330,8 @@ def calibration(ctx: FigureContext, runs) -> tuple[float, float, int, int]:
     (sec. V-B: "the same numbers we measured from real data"): RTT = mean server wait per
     resource (BLAST sec. II-C: ideally one round trip); per-resource bandwidth = bytes over
     transfer time of the resources of at least 50 kB (BLAST: over 500 kB; ours are scaled
-    down), all resources if none is that large. Returns (rtt_s, bandwidth_Bps, n_rtt, n_bw)."""
+    down), all resources if none is that large. Returns (rtt_s, bandwidth_Bps, n_rtt, n_bw,
+    floor_bytes)."""
     from netsurvey.errors import UsageError
 
     with ctx.db.connect() as conn:
@@ -346,9 +345,10 @@ def calibration(ctx: FigureContext, runs) -> tuple[float, float, int, int]:
             if b and t:
                 bw = float(b) / (float(t) / 1000.0)
                 break
+        floor_used = floor
     if rtt is None or bw is None:
         raise UsageError(f"{ctx.name}: the runs hold no resource with server wait and transfer times")
-    return float(rtt) / 1000.0, bw, int(n_rtt), int(n_bw)
+    return float(rtt) / 1000.0, bw, int(n_rtt), int(n_bw), floor_used
 
 
 @figure("blast-validation", sources=["model_page_visit", "model_page_resource", "model_page_server",
@@ -368,7 +368,7 @@ def validation(ctx: FigureContext) -> None:
         browsers = [b for (b,) in conn.execute(
             "SELECT v.browser FROM model_page_visit m JOIN browser_visit v ON v.id = m.visit_id"
             " WHERE m.scan_run_id = ANY(%s) ORDER BY m.visit_id", (list(runs),))]
-    rtt_s, bw, n_rtt, n_bw = calibration(ctx, runs)
+    rtt_s, bw, n_rtt, n_bw, floor = calibration(ctx, runs)
     opts = PageOptions(rtt_s=rtt_s, bandwidth_Bps=bw)
     rows = []
     for b, p in zip(browsers, pages):
@@ -402,7 +402,7 @@ def validation(ctx: FigureContext) -> None:
     ctx.save(fig)
     ctx.sample(len(rows), "page visits with a recorded page load time")
     ctx.sample(n_rtt, "resources behind the RTT (mean server wait)")
-    ctx.sample(n_bw, "resources behind the bandwidth")
+    ctx.sample(n_bw, f"resources behind the bandwidth (those of >= {floor} bytes)")
     for b, st in stats.items():
         ctx.compare(f"{b}: Pearson r simulated vs recorded (Fig 5, http2)", 0.63,
                     None if st["r"] is None else round(st["r"], 3))

@@ -184,3 +184,19 @@ def test_testbed_pages_in_chromium(db, testbed, tmp_path):
         ctx = render(db, name, tmp_path, runs=[run])
         assert ctx.notes["samples"] and ctx.notes["compare"], name
         assert (tmp_path / f"{name}.png").exists()
+
+
+def test_validation_calibrates_from_the_runs_own_events(visit, tmp_path):
+    """RTT = mean server wait of the five ordered resources (50, 50, 50, 50, 57 ms); bandwidth =
+    their bytes over their transfer times (none reaches 50 kB: all of them, 5 x 1640 B in
+    10 + 80 + 10 + 4 + 20 ms); simulated page load time 7R+3t as worked out above."""
+    db, run, _ = visit
+    ctx = render(db, "blast-validation", tmp_path, runs=[run])
+    R, bw = 0.0514, 5 * SIZE / 0.124
+    assert ctx.notes["rtt_s"] == pytest.approx(R) and ctx.notes["bandwidth_Bps"] == pytest.approx(bw)
+    (row,) = _csv(ctx)
+    sim = 7 * R + 3 * SIZE / bw
+    assert float(row["recorded_plt_s"]) == 0.42 and float(row["simulated_plt_s"]) == pytest.approx(sim, abs=1e-4)
+    assert float(row["relative_error"]) == pytest.approx((sim - 0.42) / 0.42, abs=1e-3)
+    assert ctx.notes["stats"]["chromium"]["r"] is None          # one page: no correlation
+    assert {"n": 5, "what": "resources behind the bandwidth (those of >= 0 bytes)"} in ctx.notes["samples"]
