@@ -19,7 +19,7 @@ from netsurvey.errors import UsageError
 
 #: Modules that register figures (imported lazily; absent modules are skipped).
 FIGURE_MODULES = ["analysis.tfo", "analysis.tls", "analysis.quic", "analysis.dns", "analysis.atlas",
-                  "analysis.browser", "analysis.simulations", "analysis.timing"]
+                  "analysis.browser", "analysis.simulations", "analysis.timing", "analysis.vantage"]
 
 
 @dataclass(frozen=True)

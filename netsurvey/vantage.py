@@ -6,9 +6,10 @@
 - The **sources**: for each address family, the source address the kernel picks towards
   the run's destinations, read with ``getsockname`` from a connected UDP socket (``connect``
   on a datagram socket is a route lookup: no packet leaves). The destinations are the
-  run's target addresses (a sample of up to :data:`MAX_DESTINATIONS` distinct ones), or,
-  when the command knows only names before probing, the resolvers of resolv.conf (where
-  its first packets go). Not a config value: what the routing table of the namespace the
+  run's target addresses (a sample of up to :data:`MAX_DESTINATIONS` distinct ones); when
+  the command knows only names before probing, the addresses among its options (a
+  ``--resolver``/``--nameserver``), else the resolvers of resolv.conf (where its first
+  packets go). Not a config value: what the routing table of the namespace the
   command runs in says.
 
 ``open_scan`` calls :func:`record` once per run (and per shard); ``scan_run.vantage``
@@ -105,20 +106,31 @@ def source_addresses(destinations: Iterable[str]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def describe(targets=None) -> dict:
-    """{"name": ..., "sources": {...}, "sources_towards": "targets" | "resolvers"}."""
+def _option_addresses(parameters: Optional[dict]) -> list[str]:
+    """IP addresses among the command's option values (e.g. --resolver, --nameserver):
+    servers the command will send to although its targets are names."""
+    vals: list = []
+    for v in (parameters or {}).values():
+        vals += v if isinstance(v, (list, tuple)) else [v]
+    return _addresses([v for v in vals if isinstance(v, str)])
+
+
+def describe(targets=None, parameters: Optional[dict] = None) -> dict:
+    """{"name": ..., "sources": {...}, "sources_towards": "targets" | "options" | "resolvers"}."""
     dests = _addresses(targets)
     towards = "targets"
+    if not dests:
+        dests, towards = _option_addresses(parameters), "options"
     if not dests:
         dests, towards = _resolvers(), "resolvers"
     return {"name": vantage_name(), "sources": source_addresses(dests), "sources_towards": towards}
 
 
-def record(db, run_id: int, targets=None) -> dict:
+def record(db, run_id: int, targets=None, parameters: Optional[dict] = None) -> dict:
     """Merge this process's vantage into ``scan_run.vantage`` (unless a shard before us
     recorded one) and keep it for the shard's ``job_shard`` row."""
     global _last
-    v = describe(targets)
+    v = describe(targets, parameters)
     _last = v
     with db.connect() as conn:
         conn.execute("UPDATE scan_run SET vantage = vantage || %s::jsonb WHERE id = %s AND NOT vantage ? 'name'",

@@ -96,17 +96,16 @@ def test_campaign_of_scan_tfo_draws_figs_3_2_and_3_3(db, tmp_path, testbed):
     f = tmp_path / "tfo.csv"
     f.write_text("".join(f"{i},{h}\n" for i, h in enumerate(names, 1)))
     assert run_cli("targets", "import", str(f), "--list", "tfocamp", dsn=db.dsn).returncode == 0
-    rounds = 6
+    rounds = 5
     sched = schedule_file(tmp_path, "tfo-rounds", rounds, "1s", 1,
                           ["scan", "tfo", "--list", "tfocamp", "--nameserver", AUTH_NS, "--cooldown", "0.1"])
     run_id = start(db, sched, "tfo-rounds")
-    w = worker(db, "--once")   # --once leaves when nothing is due: run it until the campaign is done
-    deadline = time.time() + 90
-    while progress(db, run_id)["status"] in ("queued", "running") and time.time() < deadline:
-        if w.poll() is not None:
-            w = worker(db, "--once")
-        time.sleep(0.5)
-    w.wait(30)
+    w = worker(db)
+    try:
+        assert wait_for(lambda: progress(db, run_id)["status"] not in ("queued", "running"), 120)
+    finally:
+        w.send_signal(signal.SIGTERM)
+        w.wait(30)
     assert progress(db, run_id)["status"] == "finished"
     obs = q(db, "SELECT hostname, round, host(address), cookie_len FROM tfo_probe WHERE run_id = %s ORDER BY 1, 2",
             run_id)
