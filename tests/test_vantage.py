@@ -121,6 +121,7 @@ def q(db, sql, *p):
         return conn.execute(sql, p).fetchall()
 
 
+@pytest.mark.slow   # ~30 s (six CLI runs in namespaces); the test below keeps the recording in CI
 def test_two_vantages_record_their_sources_and_get_their_answers(db, vantages, tmp_path):
     from testbed.dns import ecs_expected
 
@@ -180,6 +181,9 @@ def test_default_vantage_name_is_the_hostname_and_bad_name_is_one_line(db, vanta
     (van,) = q(db, "SELECT vantage FROM scan_run WHERE id = %s", rid)[0]
     host = subprocess.run(["ip", "netns", "exec", A["ns"], "hostname"], capture_output=True, text=True).stdout.strip()
     assert van["name"] == host == socket.gethostname()
+    assert van["sources"] == {"ipv4": [A["src4"]], "ipv6": []}   # getsockname towards --resolver
+    shown = {x["id"]: x for x in json.loads(run_cli("runs", "--json", dsn=db.dsn).stdout)}[rid]
+    assert (shown["vantages"], shown["sources"], shown["rounds"]) == ([host], [A["src4"]], None)
     before = q(db, "SELECT count(*) FROM scan_run")
     r = in_ns(A, db.dsn, "scan", "dns-ecs", "--name", "ecs.example.test", "--resolver", AUTH_V4, vantage="bad name!")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--vantage" in r.stderr, r.stderr
