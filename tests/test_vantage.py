@@ -174,6 +174,9 @@ def test_two_vantages_record_their_sources_and_get_their_answers(db, vantages, t
     assert rows[("vant-b", "ecs.example.test")]["sources"] == "198.18.226.2"
     assert rows[("vant-a", "www.example.test")]["answers"] == rows[("vant-b", "www.example.test")]["answers"]
     assert float(rows[("vant-a", "ecs.example.test")]["rtt_median_ms"]) > 0
+    for x in rows.values():
+        print("vantage-compare-dns-ecs:", {k: x[k] for k in ("vantage", "sources", "hostname", "subnet", "scope_prefix",
+                                                           "answers", "rtt_median_ms")})
 
 
 def test_default_vantage_name_is_the_hostname_and_bad_name_is_one_line(db, vantages):
