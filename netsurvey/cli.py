@@ -288,7 +288,7 @@ def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", 
         rounds = "-" if r[10] is None else f"{r[11]}/{r[10]}" + (f", next {str(r[12])[:19]}" if r[12] else "")
         where = ", ".join(r[13] or []) + (f" ({', '.join(r[14])})" if r[14] else "")
         t.add_row(str(r[0]), r[1], r[2], str(r[3])[:19],
-                  "-" if r[5] is None else f"{r[6] + r[7]}/{r[5] * (r[10] or 1)}", rounds, where or "-",
+                  "-" if r[5] is None else f"{r[6]}/{r[5] * (r[10] or 1)}", rounds, where or "-",
                   json.dumps(r[9])[:60])
     out.print(t)
 

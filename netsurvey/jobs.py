@@ -14,7 +14,9 @@ same database.
   machine, without the queue (:func:`run_local`): the same shard processes, so the same
   exactly-once commits, and the way to use every core for one scan.
 - ``config/schedule.toml`` declares campaigns: cron entries become procrastinate periodic
-  tasks; "rounds x interval" entries are deferred with ``schedule start NAME``.
+  tasks; a "rounds x interval" entry becomes ONE run with rounds on ``schedule start
+  NAME`` (``campaign.py``: each round's shards deferred to its due time, exactly once per
+  run, round and shard).
 """
 from __future__ import annotations
 

@@ -58,7 +58,9 @@ def vantage_name() -> str:
 
 def _addresses(targets) -> list[str]:
     out: dict[str, None] = {}
-    for t in targets or ():
+    if not isinstance(targets, (list, tuple)):   # a generator is the command's: never consume it here
+        return []
+    for t in targets:
         a = t if isinstance(t, str) else getattr(t, "address", None)
         if not a:
             continue
