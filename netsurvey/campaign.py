@@ -60,17 +60,3 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
             conn.execute("SELECT procrastinate_defer_jobs_v1(%s::procrastinate_job_to_defer_v1[])", (jobs[j:j + 1000],))
     return run_id
 
-
-def progress(db: Database, run_id: int) -> dict:
-    """Rounds planned / done, the next due time and the per-round state of a run."""
-    with db.connect() as conn:
-        row = conn.execute("SELECT rounds, rounds_done, next_due_at, status FROM run_progress WHERE id = %s",
-                           (run_id,)).fetchone()
-        if row is None:
-            raise UsageError(f"no run with id {run_id}")
-        per = conn.execute("SELECT round, due_at, shards_committed, done FROM run_round_progress"
-                           " WHERE run_id = %s ORDER BY round", (run_id,)).fetchall()
-    return {"run_id": run_id, "status": row[3], "rounds": row[0], "rounds_done": row[1],
-            "next_due_at": row[2].isoformat() if row[2] else None,
-            "per_round": [{"round": r, "due_at": d.isoformat(), "shards_committed": n, "done": ok}
-                          for r, d, n, ok in per]}
