@@ -19,7 +19,8 @@ from netsurvey.errors import UsageError
 
 #: Modules that register figures (imported lazily; absent modules are skipped).
 FIGURE_MODULES = ["analysis.tfo", "analysis.tls", "analysis.quic", "analysis.dns", "analysis.atlas",
-                  "analysis.browser", "analysis.simulations", "analysis.timing", "analysis.revisit", "analysis.blast"]
+                  "analysis.browser", "analysis.simulations", "analysis.timing", "analysis.revisit", "analysis.blast",
+                  "analysis.vantage"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ def support_table(ctx: FigureContext) -> None:
             "SELECT cut, sum(hostnames)::int, sum(resolution_failed)::int, sum(responded)::int, sum(silent)::int,"
             " sum(tfo)::int FROM tfo_support_by_cut WHERE run_id = ANY(%s) GROUP BY cut ORDER BY cut",
             (list(runs),)).fetchall()
-        listed = conn.execute("SELECT max(rank) FROM tfo_probe WHERE run_id = ANY(%s) AND round = 0",
+        listed = conn.execute("SELECT max(rank) FROM tfo_probe WHERE run_id = ANY(%s) AND round <= 1",
                               (list(runs),)).fetchone()[0] or 0
     thesis = {int(r.x): r for r in for_figure(ctx.name)}   # Table 3.1 by cut
     table, cuts = [], []

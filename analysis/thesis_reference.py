@@ -272,6 +272,8 @@ REFERENCES: tuple[Ref, ...] = (
 #: Figures for which this file holds no value, with the reason: the thesis states no number
 #: to compare, or (MODEL_COMPARED) the model figure compares its published values itself.
 NOT_PUBLISHED: dict[str, str] = {
+    "vantage-compare-dns-ecs": "no thesis counterpart: the thesis scanned from one vantage; this compares "
+                               "vantages of our own (issue 26)",
     "browser-plt-cdf": "no thesis counterpart: the page-load time is BLAST's metric, the thesis has no such figure",
     "browser-tracking-table": "Tables 3.2, 4.2 and 6.1 are per-browser verdicts for the 2018-2019 browser "
                               "versions tested then; not entered as reference numbers (other browsers/versions)",

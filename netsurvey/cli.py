@@ -51,9 +51,15 @@ def _global(
                                           help="Survey config TOML (default: ./config/survey.toml if present)."),
     version: bool = typer.Option(False, "--version", is_eager=True, expose_value=False, callback=_print_version,
                                  help="Print the version (and the code's git commit) and exit."),
+    vantage: Optional[str] = typer.Option(None, "--vantage", envvar="NETSURVEY_VANTAGE",
+                                          help="Name of this vantage, recorded with every run (default: the config's vantage_name, else the hostname)."),
 ) -> None:
     state.dsn = dsn
     state.config_path = config
+    if vantage:  # into the environment: shard processes and children inherit it
+        from .vantage import check_name
+
+        os.environ["NETSURVEY_VANTAGE"] = check_name(vantage)
 
 
 # -- db ---------------------------------------------------------------------------
@@ -269,15 +275,20 @@ def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", 
     db = migrated_db(create=False)
     with db.connect() as conn:
         rows = conn.execute("SELECT id, kind, status, started_at, finished_at, shards, shards_done, shards_failed,"
-                            " shards_remaining, counts FROM run_progress ORDER BY id DESC LIMIT %s", (limit,)).fetchall()
+                            " shards_remaining, counts, rounds, rounds_done, next_due_at, vantages, sources"
+                            " FROM run_progress ORDER BY id DESC LIMIT %s", (limit,)).fetchall()
     keys = ["id", "kind", "status", "started_at", "finished_at", "shards", "shards_done", "shards_failed",
-            "shards_remaining", "counts"]
+            "shards_remaining", "counts", "rounds", "rounds_done", "next_due_at", "vantages", "sources"]
     if as_json:
         print(json.dumps([dict(zip(keys, r)) for r in rows], default=str))
         return
-    t = Table("id", "kind", "status", "started", "shards done/total", "counts")
+    t = Table("id", "kind", "status", "started", "shards done/total", "rounds done/planned, next due", "vantage",
+              "counts")
     for r in rows:
-        t.add_row(str(r[0]), r[1], r[2], str(r[3])[:19], "-" if r[5] is None else f"{r[6]}/{r[5]}",
+        rounds = "-" if r[10] is None else f"{r[11]}/{r[10]}" + (f", next {str(r[12])[:19]}" if r[12] else "")
+        where = ", ".join(r[13] or []) + (f" ({', '.join(r[14])})" if r[14] else "")
+        t.add_row(str(r[0]), r[1], r[2], str(r[3])[:19],
+                  "-" if r[5] is None else f"{r[6]}/{r[5] * (r[10] or 1)}", rounds, where or "-",
                   json.dumps(r[9])[:60])
     out.print(t)
 
@@ -314,14 +325,16 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", he
 @schedule_app.command("start")
 def schedule_start(name: str = typer.Argument(..., help="A rounds x interval entry."),
                    schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file.")) -> None:
-    """Defer every round of a 'rounds x interval' campaign (workers run each on time)."""
+    """Queue a 'rounds x interval' campaign as one run with rounds (workers run each round on time)."""
     from .jobs import load_schedule, start_rounds
 
     entries = {e.name: e for e in load_schedule(schedule)}
     if name not in entries:
         raise UsageError(f"no schedule entry named {name!r}")
-    ids = start_rounds(migrated_db(), entries[name])
-    out.print(f"{name}: {len(ids)} rounds queued as runs {ids[0]}..{ids[-1]}")
+    e = entries[name]
+    run_id = start_rounds(migrated_db(), e)
+    out.print(f"{name}: queued as run {run_id}: {e.rounds} rounds x {e.interval}, {e.shards} shards each; "
+              f"'netsurvey runs' shows its progress")
 
 
 def _register_subapps() -> None:

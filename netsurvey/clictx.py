@@ -106,6 +106,9 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
 
         raise DryRunDone(kind)
     run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
+    from .vantage import record as record_vantage
+
+    record_vantage(db, run.id, targets, parameters)  # name and source addresses (getsockname), issue 26
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
 
 

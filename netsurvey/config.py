@@ -77,6 +77,8 @@ class SurveyConfig(_Strict):
     etiquette: EtiquetteConfig = EtiquetteConfig()
     #: Per-scanner option tables ([scanners.tfo], [scanners.tls], ...), validated by each scanner.
     scanners: dict[str, dict] = {}
+    #: Name of this vantage recorded with every run (scan_run.vantage.name; --vantage wins; default the hostname).
+    vantage_name: Optional[str] = None
 
 
 def finite(value: float, option: str, *, positive: bool = False, minimum: float | None = None) -> float:

@@ -14,7 +14,9 @@ same database.
   machine, without the queue (:func:`run_local`): the same shard processes, so the same
   exactly-once commits, and the way to use every core for one scan.
 - ``config/schedule.toml`` declares campaigns: cron entries become procrastinate periodic
-  tasks; "rounds x interval" entries are deferred with ``schedule start NAME``.
+  tasks; a "rounds x interval" entry becomes ONE run with rounds on ``schedule start
+  NAME`` (``campaign.py``: each round's shards deferred to its due time, exactly once per
+  run, round and shard).
 """
 from __future__ import annotations
 
@@ -201,7 +203,8 @@ def _config_for_shards(spec_config: Optional[str]) -> Optional[str]:
     return None
 
 
-def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, spec: dict, attempt: int = 1) -> int:
+def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, spec: dict, attempt: int = 1,
+                      round: int = 0) -> int:
     """Run one shard of ``spec`` to completion; returns its exit code. Forked from the
     forkserver unless ``NETSURVEY_SHARD_SUBPROCESS=1`` (then a fresh Python process, as a
     fallback; the spec goes through its environment)."""
@@ -210,7 +213,7 @@ def run_shard_process(dsn: str, run_id: int, shard: int, shards: int, spec: dict
     spec_json = RunSpec.from_json(spec).to_json()
     env = _shard_env(dsn)
     config = _config_for_shards(spec.get("config_path"))
-    shard_t = (shard, shards, run_id, attempt)
+    shard_t = (shard, shards, run_id, attempt, round)
     if os.environ.get("NETSURVEY_SHARD_SUBPROCESS") == "1":
         env["NETSURVEY_SHARD_SPEC"] = json.dumps({"spec": spec_json, "shard": shard_t, "config": config})
         p = subprocess.run([sys.executable, "-c", "from netsurvey.jobs import shard_entry; shard_entry()"],
@@ -229,18 +232,18 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
 
     @app.task(name=TASK_NAME, queue=QUEUE, pass_context=True,
               retry=procrastinate.RetryStrategy(max_attempts=4, wait=1))
-    def scan_shard(context, run_id: int, shard: int, shards: int, spec: dict) -> None:
+    def scan_shard(context, run_id: int, shard: int, shards: int, spec: dict, round: int = 0) -> None:
         db = Database(dsn)
         with db.connect() as conn:
             row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
-            done = conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
-                                (run_id, shard)).fetchone()
+            done = conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND round = %s AND shard = %s",
+                                (run_id, round, shard)).fetchone()
         if row is None or row[0] == "cancelled" or done:
             return
         attempt = (context.job.attempts or 0) + 1
-        rc = run_shard_process(dsn, run_id, shard, shards, spec, attempt)
+        rc = run_shard_process(dsn, run_id, shard, shards, spec, attempt, round)
         if rc == 2:  # bad input (e.g. the worker's config blocks every target): a retry cannot help
-            _record_refused_shard(db, run_id, shard, attempt)
+            _record_refused_shard(db, run_id, shard, attempt, round)
             return
         if rc != 0:
             raise RuntimeError(f"run {run_id} shard {shard}/{shards}: command exited {rc}")
@@ -258,7 +261,7 @@ def make_app(dsn: str, schedule: list[ScheduleEntry] | None = None) -> procrasti
     return app
 
 
-def _record_refused_shard(db: Database, run_id: int, shard: int, attempt: int) -> None:
+def _record_refused_shard(db: Database, run_id: int, shard: int, attempt: int, round: int = 0) -> None:
     """A shard that refused its input commits a 'failed' job_shard row (nothing else), so
     the run ends 'failed' once every shard is in, instead of staying queued forever."""
     import socket
@@ -267,9 +270,9 @@ def _record_refused_shard(db: Database, run_id: int, shard: int, attempt: int) -
 
     with db.connect() as conn:
         conn.execute("SELECT id FROM scan_run WHERE id = %s FOR NO KEY UPDATE", (run_id,))
-        conn.execute("INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt) VALUES "
-                     "(%s, %s, 'failed', '{\"refused\": 1}', %s, %s) ON CONFLICT (run_id, shard) DO NOTHING",
-                     (run_id, shard, f"{socket.gethostname()}:{os.getpid()}", attempt))
+        conn.execute("INSERT INTO job_shard (run_id, round, shard, status, counts, worker, attempt) VALUES "
+                     "(%s, %s, %s, 'failed', '{\"refused\": 1}', %s, %s) ON CONFLICT (run_id, round, shard) DO NOTHING",
+                     (run_id, round, shard, f"{socket.gethostname()}:{os.getpid()}", attempt))
         settle_run(conn, run_id)
 
 
@@ -450,14 +453,16 @@ def next_due(entry: ScheduleEntry, now: dt.datetime | None = None) -> Optional[d
     return croniter(entry.cron, now).get_next(dt.datetime)
 
 
-def start_rounds(db: Database, entry: ScheduleEntry) -> list[int]:
-    """Defer every round of a 'rounds x interval' entry (round k at now + k * interval)."""
+def start_rounds(db: Database, entry: ScheduleEntry) -> int:
+    """Queue a 'rounds x interval' entry as ONE campaign run with rounds (campaign.py):
+    round k's shards are due at start + (k - 1) * interval. Returns the run id."""
     if entry.rounds is None:
         raise UsageError(f"schedule {entry.name!r} is a cron entry; workers start it on time")
-    step = parse_duration(entry.interval)
-    now = dt.datetime.now(dt.timezone.utc)
-    return [start_command(db, entry.command, entry.shards, note=f"{entry.name} round {k + 1}/{entry.rounds}",
-                          schedule_at=now + dt.timedelta(seconds=k * step)) for k in range(entry.rounds)]
+    from .campaign import start_campaign
+    from .measure import parse_spec_argv
+
+    return start_campaign(db, parse_spec_argv(entry.command), entry.shards, entry.rounds,
+                          parse_duration(entry.interval), note=entry.name)
 
 
 # -- --shards / --procs of a measurement (netsurvey.measure calls this) ----------------

@@ -17,12 +17,14 @@ from typing import Any, Iterator, Optional
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """Shard ``index`` of ``count`` of the queued run ``run_id`` (attempt ``attempt``)."""
+    """Shard ``index`` of ``count`` of the queued run ``run_id`` (attempt ``attempt``), in
+    round ``round`` of a campaign run (0 = a run without rounds; see campaign.py)."""
 
     index: int
     count: int
     run_id: int
     attempt: int = 1
+    round: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,12 @@ def current() -> Optional[RunContext]:
 
 def current_shard() -> Optional[ShardSpec]:
     return _current.shard if _current is not None else None
+
+
+def current_round() -> int:
+    """The campaign round this process runs (1..N), or 0 outside a campaign run: a
+    measurement whose rows carry a round number (e.g. tfo_probe.round) writes this."""
+    return _current.shard.round if _current is not None and _current.shard is not None else 0
 
 
 def is_dry_run() -> bool:

@@ -7,7 +7,7 @@ in ``measure.py`` from the spec the task in ``jobs.py`` hands over).
 - every ``ResultWriter`` writes through one shared connection inside one open
   transaction, and ``Run.finish`` commits it together with the shard's ``job_shard`` row.
   A shard that dies (SIGKILL, database restart) therefore leaves nothing behind, and a
-  shard that already committed cannot commit twice: exactly once per (run, shard).
+  shard that already committed cannot commit twice: exactly once per (run, round, shard).
 """
 from __future__ import annotations
 
@@ -70,11 +70,13 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     # NO KEY UPDATE: the shard's result rows hold FOR KEY SHARE on this row (their foreign key);
     # FOR UPDATE would conflict with another shard's and two committing shards deadlocked
     conn.execute("SELECT id FROM scan_run WHERE id = %s FOR NO KEY UPDATE", (spec.run_id,))
+    from .vantage import shard_vantage_json
+
     row = conn.execute(
-        """INSERT INTO job_shard (run_id, shard, status, counts, worker, attempt)
-           VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, shard) DO NOTHING RETURNING shard""",
-        (spec.run_id, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
-         spec.attempt)).fetchone()
+        """INSERT INTO job_shard (run_id, round, shard, status, counts, worker, attempt, vantage)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, round, shard) DO NOTHING RETURNING shard""",
+        (spec.run_id, spec.round, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
+         spec.attempt, shard_vantage_json())).fetchone()
     if row is None:
         conn.rollback()
         return False
@@ -85,7 +87,7 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
 
 def settle_run(conn: psycopg.Connection, run_id: int) -> None:
     """Inside the transaction that just added a job_shard row: when every shard of the run
-    is in, end the run ('failed' if any shard failed) with the shards' counts summed."""
+    (of every round, for a campaign run) is in, end the run ('failed' if any shard failed) with the shards' counts summed."""
     # clock_timestamp(): now() would be the start of the shard's long transaction
     conn.execute(
         """UPDATE scan_run r SET status = CASE WHEN r.status = 'cancelled' THEN r.status
@@ -96,4 +98,4 @@ def settle_run(conn: psycopg.Connection, run_id: int) -> None:
                             SELECT key AS k, sum(value::bigint) AS total
                             FROM job_shard, jsonb_each_text(counts) WHERE run_id = %s GROUP BY key) t) AS counts
                  FROM job_shard WHERE run_id = %s) agg
-           WHERE r.id = %s AND agg.done = r.shards""", (run_id, run_id, run_id))
+           WHERE r.id = %s AND agg.done = r.shards * coalesce(r.rounds, 1)""", (run_id, run_id, run_id))

@@ -83,7 +83,12 @@ def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarge
         if len(sample) < kernel_sample and o.result is not None and o.result.supports_tfo:
             sample.append(o)
 
-    counts = probe_round(ctx, opts, targets, failed, 0, show_progress=show_progress, on_outcome=pick)
+    from netsurvey.runctx import current_round
+
+    # round 0, or round k of a campaign run (schedule start): then the run's rounds are the
+    # connections of a load-balancing survey (views of Figs 3.2/3.3)
+    rnd = current_round()
+    counts = probe_round(ctx, opts, targets, failed, rnd, show_progress=show_progress, on_outcome=pick)
     counts["tfo"] = 0
     if sample:
         with ResultWriter(ctx.db, "tfo_kernel_check", KERNEL_COLUMNS, types=KERNEL_TYPES) as w:
@@ -93,8 +98,8 @@ def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarge
                          o.result.cookie, k.kernel_cookie, k.syn_data_acked, k.error))
         counts["kernel_checked"] = len(sample)
     with ctx.db.connect() as conn:
-        counts["tfo"] = conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id=%s AND cookie_len > 0",
-                                     (ctx.run.id,)).fetchone()[0]
+        counts["tfo"] = conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id=%s AND round=%s AND cookie_len > 0",
+                                     (ctx.run.id, rnd)).fetchone()[0]
     return counts
 
 
