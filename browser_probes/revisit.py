@@ -151,7 +151,9 @@ def _pair(server: RevisitServer, browser: str, transport: str, rep: int,
             b.quit()
         shutil.rmtree(prof, ignore_errors=True)
     time.sleep(0.2)   # the server's log line follows the response
-    evidence = _quic_evidence(server.quic_log, urls) if quic else _nginx_evidence(server.nginx_log, urls)
+    # a browser may fall back from HTTP/3 to TCP (Firefox does on revisits under delay): the
+    # TCP server's log then has the visit
+    evidence = {**_nginx_evidence(server.nginx_log, urls), **(_quic_evidence(server.quic_log, urls) if quic else {})}
     out = []
     for v, url in urls.items():
         nav = seen.get(v)
