@@ -4,6 +4,9 @@ Run as root inside the namespace to watch, e.g. in the testbed's vantage::
 
     ip netns exec nstb-vantage python3 tests/sniffer.py --out pkts.jsonl [--iface tbbr0]
 
+(On a TUN device, such as the timing testbed's tmv0, frames carry no link header: they are
+read as the IP packets they are.)
+
 An AF_PACKET socket (ETH_P_ALL) bound to the interface keeps only frames the kernel marks
 PACKET_OUTGOING, i.e. what this namespace sent (raw-socket frames included, as a scanner
 that builds its own SYNs sends them). Each IPv4/IPv6 packet becomes one JSON line:
@@ -30,6 +33,7 @@ import time
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+ARPHRD_NONE = 0xFFFE   # hardware type of a TUN device: frames are IP packets without a link header
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 SO_TIMESTAMPNS = 35
@@ -114,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if addr[2] != PACKET_OUTGOING:
                 continue
+            if addr[3] == ARPHRD_NONE and frame:   # a TUN device (the timing testbed): bare IP packets
+                frame = bytes(12) + (b"\x08\x00" if frame[0] >> 4 == 4 else b"\x86\xdd") + frame
             rec = parse(frame)
             if rec is None:
                 continue

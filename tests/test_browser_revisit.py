@@ -97,3 +97,64 @@ def test_three_engines_report_their_savings(db, timing_lte):
     got = {(x["browser"], x["transport"]) for x in out["savings"]}
     assert {("chromium", "tls12"), ("chromium", "tls13"), ("chromium", "quic"), ("firefox", "tls12"),
             ("firefox", "tls13"), ("webkit", "tls13")} <= got, got
+
+
+class _TimingSniffer:
+    """tests/sniffer.py on the timing vantage's link (tmv0, a TUN device) for a ``with``
+    block: every packet the vantage sends, seen by the kernel, not by netsurvey."""
+
+    def __init__(self, path):
+        self.path = path
+        self.packets: list[dict] = []
+
+    def __enter__(self):
+        import subprocess
+        from pathlib import Path
+
+        sniffer = Path(__file__).resolve().parent / "sniffer.py"
+        self.proc = subprocess.Popen(["ip", "netns", "exec", "nstt-vantage", sys.executable, str(sniffer), "--out",
+                                      str(self.path), "--iface", "tmv0", "--seconds", "300"],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        import time
+
+        time.sleep(0.3)
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=20)
+        self.stats = json.loads(out.strip().splitlines()[-1])
+        self.packets = [json.loads(x) for x in self.path.read_text().splitlines()]
+        return False
+
+
+SERVER = {"198.18.250.2", "2001:2:0:250::2"}
+
+
+@pytest.mark.root
+def test_dry_run_and_a_blocked_server_send_nothing(db, timing_lte, tmp_path):
+    """The run path's promises on the timing testbed (the promise matrix's lab cannot reach
+    it): --dry-run and a blocklist holding the timing server contact nothing; control: a
+    real run does."""
+    with _TimingSniffer(tmp_path / "dry.jsonl") as dry:
+        r = _revisit(db, "--browser", "chromium", "--transport", "tls12", "--repeat", "1", "--dry-run")
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert dry.stats["kernel_drops"] == 0
+    assert not [p for p in dry.packets if p["dst"] in SERVER], dry.packets[:5]
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nblock = ["198.18.250.2/32", "2001:2:0:250::2/128"]\n')
+    with _TimingSniffer(tmp_path / "blocked.jsonl") as bl:
+        r = run_cli("testbed", "timing", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--config", str(cfg),
+                    "--dsn", db.dsn, "browser", "revisit", "--browser", "chromium", "--repeat", "1", dsn=db.dsn,
+                    timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "blocked" in r.stderr, r.stderr
+    assert not [p for p in bl.packets if p["dst"] in SERVER], bl.packets[:5]
+    with _TimingSniffer(tmp_path / "real.jsonl") as real:
+        r = _revisit(db, "--browser", "chromium", "--transport", "tls12", "--repeat", "1")
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert [p for p in real.packets if p["dst"] in SERVER and p.get("syn")], "control: the real run sent no SYN"
+    with db.connect() as conn:
+        st = conn.execute("SELECT status FROM scan_run WHERE kind = 'browser-revisit' ORDER BY id").fetchall()
+    assert [s for (s,) in st][-2:] == ["cancelled", "finished"], st
