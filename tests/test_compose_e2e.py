@@ -68,8 +68,9 @@ def stack(tmp_path_factory):
 
 
 def sql(compose, query: str):
-    p = compose("run", "--rm", "--no-deps", "migrate", "sql", query, "--format", "json", timeout=300)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    # jsonl: one object a line (`--format json` streams its array over several lines)
+    p = compose("run", "--rm", "--no-deps", "migrate", "sql", query, "--format", "jsonl", timeout=300)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
 
 
 def test_stack_runs_a_scheduled_campaign_through_failures(stack):
