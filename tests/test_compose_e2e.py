@@ -100,10 +100,22 @@ def test_stack_runs_a_scheduled_campaign_through_failures(stack):
     assert len(workers) == 3, workers
     sh("docker", "kill", workers[0])
     compose("restart", "postgres", timeout=300)
+    # `restart` does not wait for the server: until its healthcheck passes, connections get
+    # "the database system is starting up" (the workers retry; so does this poll)
+    pg = compose("ps", "-q", "postgres").stdout.split()[0]
+    deadline = time.monotonic() + 120
+    while sh("docker", "inspect", "-f", "{{.State.Health.Status}}", pg).stdout.strip() != "healthy":
+        assert time.monotonic() < deadline, "postgres not healthy 2 min after its restart"
+        time.sleep(1)
     deadline = time.monotonic() + 900
     status = None
     while time.monotonic() < deadline:
-        rows = sql(compose, f"select status from scan_run where id = {run_id}")
+        try:
+            rows = sql(compose, f"select status from scan_run where id = {run_id}")
+        except AssertionError as exc:
+            assert "cannot connect to database" in str(exc), exc
+            time.sleep(2)
+            continue
         status = rows[0]["status"] if rows else None
         if status not in (None, "queued", "running"):
             break
