@@ -164,6 +164,7 @@ def _run_shard_here(spec_json: str, shard: tuple[int, int, int, int], config_pat
     from netsurvey.errors import MigrationError
     from netsurvey.measure import load_registry, run_spec
     from netsurvey.runctx import RunSpec, ShardSpec
+    from netsurvey.shard import ShardConnectionLost
 
     load_registry()  # forked from the command line it is there already; a fresh interpreter loads it
     state.forget()  # forked from a running command: read DSN and config anew
@@ -176,6 +177,10 @@ def _run_shard_here(spec_json: str, shard: tuple[int, int, int, int], config_pat
         return 2 if isinstance(exc, UsageError) else 1
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ShardConnectionLost as exc:  # database restart: exit 1, the job is retried whole
+        Console(stderr=True).print(f"netsurvey: shard {shard[0]} of run {shard[2]}: {exc}", highlight=False,
+                                   markup=False, soft_wrap=True)
+        return 1
     return 0
 
 

@@ -21,7 +21,7 @@ import psycopg
 
 from .runctx import ShardSpec, current_shard
 
-__all__ = ["ShardSpec", "current", "shard_of", "commit_shard"]
+__all__ = ["ShardSpec", "ShardConnectionLost", "current", "shard_of", "commit_shard"]
 
 
 def current() -> Optional[ShardSpec]:
@@ -44,10 +44,21 @@ def mark_filtered() -> None:
     _filtered = True
 
 
+class ShardConnectionLost(RuntimeError):
+    """The shard's connection died (database restart, network) with its transaction: the
+    rows written so far are gone. Not a bad input: the shard process exits 1 and the
+    worker's job is retried whole (committing a job_shard row now would end the run
+    'failed', or 'finished' without the lost rows)."""
+
+
 def connection(dsn: str) -> psycopg.Connection:
-    """The shard's shared connection, inside one open transaction."""
+    """The shard's shared connection, inside one open transaction. Opened once: if it was
+    lost, raises :class:`ShardConnectionLost` instead of opening a new one."""
     global _conn
-    if _conn is None or _conn.closed:
+    if _conn is not None and _conn.closed:
+        raise ShardConnectionLost("the shard's database connection was lost with its uncommitted rows; "
+                                  "the shard is retried")
+    if _conn is None:
         _conn = psycopg.connect(dsn)
         _conn.execute("SELECT 1")  # opens the transaction; writers' flushes become savepoints
     return _conn

@@ -68,8 +68,9 @@ def stack(tmp_path_factory):
 
 
 def sql(compose, query: str):
-    p = compose("run", "--rm", "--no-deps", "migrate", "sql", query, "--format", "json", timeout=300)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    # jsonl: one object a line (`--format json` streams its array over several lines)
+    p = compose("run", "--rm", "--no-deps", "migrate", "sql", query, "--format", "jsonl", timeout=300)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
 
 
 def test_stack_runs_a_scheduled_campaign_through_failures(stack):
@@ -99,10 +100,22 @@ def test_stack_runs_a_scheduled_campaign_through_failures(stack):
     assert len(workers) == 3, workers
     sh("docker", "kill", workers[0])
     compose("restart", "postgres", timeout=300)
+    # `restart` does not wait for the server: until its healthcheck passes, connections get
+    # "the database system is starting up" (the workers retry; so does this poll)
+    pg = compose("ps", "-q", "postgres").stdout.split()[0]
+    deadline = time.monotonic() + 120
+    while sh("docker", "inspect", "-f", "{{.State.Health.Status}}", pg).stdout.strip() != "healthy":
+        assert time.monotonic() < deadline, "postgres not healthy 2 min after its restart"
+        time.sleep(1)
     deadline = time.monotonic() + 900
     status = None
     while time.monotonic() < deadline:
-        rows = sql(compose, f"select status from scan_run where id = {run_id}")
+        try:
+            rows = sql(compose, f"select status from scan_run where id = {run_id}")
+        except AssertionError as exc:
+            assert "cannot connect to database" in str(exc), exc
+            time.sleep(2)
+            continue
         status = rows[0]["status"] if rows else None
         if status not in (None, "queued", "running"):
             break
@@ -119,3 +132,53 @@ def test_stack_runs_a_scheduled_campaign_through_failures(stack):
     out = compose("--profile", "report", "run", "--rm", "report", timeout=900)
     assert any((data / "reports").iterdir()), out.stdout
     print(f"compose e2e: images built in {build_s:.0f} s, run {run_id} finished")
+    check_roles_and_secrets(compose, run_id)
+
+
+WRITER_DDL = r"""
+import os, sys, psycopg
+from urllib.parse import quote
+pw = open("/run/secrets/db_writer_password").read().strip()
+dsn = f"postgresql://netsurvey_writer:{quote(pw, safe='')}@{quote(os.environ['NETSURVEY_DB_HOST'], safe='')}:" \
+      f"{os.environ['NETSURVEY_DB_PORT']}/netsurvey"
+for stmt in sys.argv[1:]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            conn.execute(stmt)
+            print("ALLOWED", stmt)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            print("REFUSED", stmt, "|", str(exc).splitlines()[0])
+"""
+
+
+def check_roles_and_secrets(compose, run_id: int) -> None:
+    """The roles hold inside the stack, seen from outside: `sql` (netsurvey_reader) cannot
+    write, the workers' role (netsurvey_writer) cannot change the schema, and no secret is
+    in `docker inspect`, a process's argv (`docker top`) or the run's scan_run row."""
+    # `sql` in a worker container reads as netsurvey_reader; writes are refused
+    who = compose("run", "--rm", "--no-deps", "worker", "sql", "select current_user as u", "--format", "jsonl")
+    assert '"netsurvey_reader"' in who.stdout, who.stdout
+    for stmt in ("insert into target_list (name) values ('x')", "create table e2e_x (i int)",
+                 "delete from scan_run"):
+        p = compose("run", "--rm", "--no-deps", "worker", "sql", stmt, check=False)
+        assert p.returncode != 0 and ("read-only" in p.stderr or "permission denied" in p.stderr), (stmt, p.stderr)
+    # the writer role: rows yes, schema no
+    running = [c for c in compose("ps", "-q", "worker").stdout.split()
+               if sh("docker", "inspect", "-f", "{{.State.Running}}", c).stdout.strip() == "true"]
+    assert running
+    p = sh("docker", "exec", running[0], "python3", "-c", WRITER_DDL, "drop table dns_ttl_probe",
+           "alter table scan_run add column e2e int", "create table e2e_x (i int)", "truncate scan_run")
+    print("compose e2e: writer role:\n" + p.stdout)
+    assert p.stdout.count("REFUSED") == 4, p.stdout
+    # no secret in docker inspect (env, args, labels), any process's argv, or scan_run
+    secrets = [f.read_text().strip() for f in (ROOT / "secrets").glob("db_*_password")]
+    assert len(secrets) == 4 and all(len(x) >= 16 for x in secrets)
+    containers = compose("ps", "-q", "--all").stdout.split()
+    inspect = sh("docker", "inspect", *containers).stdout
+    argv = "".join(sh("docker", "top", c, "-eo", "pid,args", check=False).stdout for c in containers)
+    assert "netsurvey" in argv and "postgres" in argv, argv
+    row = json.dumps(sql(compose, f"select * from scan_run where id = {run_id}"))
+    for x in secrets:
+        assert x not in inspect and x not in argv and x not in row
+    print(f"compose e2e: {len(containers)} containers, {len(argv.splitlines())} processes: no secret in "
+          "docker inspect, argv or scan_run")

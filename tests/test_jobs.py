@@ -298,6 +298,55 @@ print(shard.commit_shard(dsn, "finished", {"success": 1}))
 """
 
 
+LOSER = r"""
+import os, sys, time
+from pathlib import Path
+from netsurvey import runctx, shard
+dsn, ready = os.environ["NETSURVEY_DSN"], Path(sys.argv[1])
+active = runctx.activate(runctx.RunContext("tfo", shard=runctx.ShardSpec(0, 1, int(sys.argv[2]))))
+active.__enter__()
+conn = shard.connection(dsn)
+conn.execute("INSERT INTO tfo_probe (run_id, port, status) VALUES (%s, 443, 'success')", (int(sys.argv[2]),))
+shard.mark_filtered()
+ready.write_text(str(conn.info.backend_pid))
+while not ready.with_suffix(".go").exists():
+    time.sleep(0.01)
+try:
+    conn.execute("SELECT 1")   # the connection is gone: the writer's flush would fail here
+except Exception as exc:
+    print("flush failed:", type(exc).__name__, file=sys.stderr)
+try:
+    shard.commit_shard(dsn, "failed", {})   # what a scanner's error path does next
+except shard.ShardConnectionLost:
+    sys.exit(3)
+print("committed")
+"""
+
+
+def test_shard_that_lost_its_connection_commits_nothing(db, tmp_path):
+    """A shard whose connection a database restart cut (here: its backend terminated) must
+    not commit a job_shard row on a new connection: that ended compose runs 'failed' (issue
+    23). It raises ShardConnectionLost (exit 1, the job is retried) and leaves the run open."""
+    with db.connect() as conn:
+        run_id = conn.execute("INSERT INTO scan_run (kind, shards, status) VALUES ('tfo', 1, 'running') "
+                              "RETURNING id").fetchone()[0]
+        conn.commit()
+    ready = tmp_path / "ready"
+    env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-c", LOSER, str(ready), str(run_id)], env=env, cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: ready.exists() and ready.read_text(), 60)
+    with db.connect() as conn:
+        assert conn.execute("SELECT pg_terminate_backend(%s)", (int(ready.read_text()),)).fetchone()[0]
+    ready.with_suffix(".go").touch()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 3 and "committed" not in out, (p.returncode, out, err[-2000:])
+    with db.connect() as conn:
+        assert conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()[0] == "running"
+        assert conn.execute("SELECT count(*) FROM job_shard WHERE run_id = %s", (run_id,)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id = %s", (run_id,)).fetchone()[0] == 0
+
+
 def test_concurrent_shard_commits_do_not_deadlock(db, tmp_path):
     """Two shards whose result rows are written and that commit at the same moment: both
     commit on their first attempt (FOR UPDATE on scan_run used to deadlock against the other
