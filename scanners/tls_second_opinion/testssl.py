@@ -33,13 +33,14 @@ from typing import Optional
 TESTBED_NETS = tuple(ipaddress.ip_network(n) for n in ("198.18.0.0/15", "2001:2::/48", "127.0.0.0/8", "::1/128"))
 
 _WRAPPER = """#!/bin/sh
-# netsurvey tls-second-opinion: pass-through openssl that notes resuming s_client runs
+# netsurvey tls-second-opinion: pass-through openssl that notes s_client runs with session files
 case " $* " in
-  *" -sess_in "*)
+  *" -sess_in "*|*" -sess_out "*)
     out=$("{openssl}" "$@"); rc=$?
     printf '%s\\n' "$out"
     case " $* " in *" -no_ticket "*) opt=no_ticket;; *) opt=ticket;; esac
-    printf '%s %s\\n' "$opt" "$(printf '%s\\n' "$out" | grep -E '^(New|Reused), ' | head -n 1)" >> "{log}"
+    case " $* " in *" -sess_in "*) phase=in;; *) phase=out;; esac
+    printf '%s %s %s\\n' "$opt" "$phase" "$(printf '%s\\n' "$out" | grep -E '^(New|Reused), ' | head -n 1)" >> "{log}"
     exit $rc;;
   *) exec "{openssl}" "$@";;
 esac
@@ -61,13 +62,15 @@ def version(exe: str) -> str:
 
 def parse(findings: list[dict], noted: list[str]) -> list[tuple[str, Optional[str], Optional[bool], Optional[int], Optional[str]]]:
     """(mechanism, version, resumed, lifetime_hint_s, error) from testssl.sh's JSON
-    findings and the wrapper's notes (lines ``ticket|no_ticket New|Reused, TLSv1.x, ...``)."""
+    findings and the wrapper's notes (lines ``ticket|no_ticket in|out New|Reused, TLSv1.x, ...``)."""
     by_id = {f.get("id"): str(f.get("finding", "")) for f in findings}
     vers = {}
-    for line in noted:
-        m = re.match(r"(ticket|no_ticket) (?:New|Reused), TLSv(1\.[23]),", line)
+    for line in noted:   # the resuming (-sess_in) connection's version, else the first one's
+        m = re.match(r"(ticket|no_ticket) (in|out) (?:New|Reused), TLSv(1\.[23]),", line)
         if m:
-            vers["ticket" if m.group(1) == "ticket" else "id"] = m.group(2)
+            mech = "ticket" if m.group(1) == "ticket" else "id"
+            if m.group(2) == "in" or mech not in vers:
+                vers[mech] = m.group(3)
     out = []
     for mech, key in (("ticket", "sessionresumption_ticket"), ("id", "sessionresumption_ID")):
         f = by_id.get(key)
