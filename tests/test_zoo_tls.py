@@ -226,6 +226,11 @@ def test_zoo_second_opinion_and_zoo_table(db, zoo, tmp_path):
         table = list(csv.DictReader(fh))
     compared = [r for r in table if r["agree"]]
     assert len(compared) == 3 * len(hosts) and all(r["agree"] == "yes" for r in compared), compared
+    # the documented default (testbed/zoo.py, cited) of every fact of every host, and ours matches it
+    assert all(r["documented"] and r["documented_source"] for r in table), table
+    assert all(r["netsurvey_matches_documented"] == "yes" for r in table), \
+        [r for r in table if r["netsurvey_matches_documented"] != "yes"]
+    assert len({(r["hostname"], r["fact"]) for r in table}) == 8 * len(hosts)
 
 
 # ------------------------------------------- second opinion: testssl.sh (slow: ~100 connections a host)
