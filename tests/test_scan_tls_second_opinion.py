@@ -98,11 +98,10 @@ def test_testssl_findings_parsed_with_the_version_its_s_client_saw():
 @pytest.mark.skipif(shutil.which("testssl") is None, reason="testssl.sh not installed (scripts/install.sh)")
 def test_testssl_verdicts_of_a_stock_gnutls_serv(db, gnutls_serv):
     """testssl.sh (--client testssl) against the stock gnutls-serv: its checks run at the
-    version testssl picks (the one its first ticket came with; seen 1.2 here, 1.3 against the
-    zoo host), recorded from its s_client's output. gnutls-serv's ticket lifetime is
-    expire_time, 21600 s, with either version (testbed/zoo.py GNUTLS_FACTS), it resumes by
-    ticket, and by session ID with TLS 1.2; testssl's 'id' check with TLS 1.3 (s_client
-    -no_ticket) is no session-ID resumption, and gnutls-serv does not resume it."""
+    version testssl picks (the one its first ticket came with: 1.2 or 1.3 from run to run),
+    recorded from its s_client's output. gnutls-serv's ticket lifetime is expire_time,
+    21600 s, with either version (testbed/zoo.py GNUTLS_FACTS); it resumes by ticket, and by
+    session ID with TLS 1.2."""
     port, ca, cfg = gnutls_serv
     r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "local.zoo.test=127.0.0.1",
                 "--port", str(port), "--client", "testssl", "--json", dsn=db.dsn, timeout=300)
@@ -112,9 +111,16 @@ def test_testssl_verdicts_of_a_stock_gnutls_serv(db, gnutls_serv):
         rows = conn.execute("SELECT version, mechanism, status, resumed, lifetime_hint_s, client FROM tls_second_opinion"
                             " WHERE run_id = %s ORDER BY 2", (run_id,)).fetchall()
     v = rows[0][0]
-    assert v in ("1.2", "1.3") and [x[:5] for x in rows] == [(v, "id", "success", v == "1.2", None),
-                                                            (v, "lifetime-hint", "success", None, 21600),
-                                                            (v, "ticket", "success", True, None)], rows
+    got = {x[1]: x[:5] for x in rows}
+    assert v in ("1.2", "1.3") and set(got) == {"id", "lifetime-hint", "ticket"}, rows
+    assert got["lifetime-hint"] == (v, "lifetime-hint", "success", None, 21600), rows
+    if v == "1.2":   # the ticket arrives inside the handshake: both checks are sound
+        assert got["id"] == (v, "id", "success", True, None) and got["ticket"] == (v, "ticket", "success", True, None)
+    else:
+        # TLS 1.3: testssl's `s_client -sess_out </dev/null` may quit before the server's
+        # post-handshake ticket: then its ticket check has no verdict ("connect problem") and
+        # its 'id' check reads "not supported" - the id verdict at 1.3 means nothing (testssl.py)
+        assert got["ticket"][2:4] in (("success", True), ("application-error", None)), rows
     assert all(x[5].startswith("testssl 3.") for x in rows)
 
 
