@@ -65,9 +65,13 @@ JSSE_SRC = ROOT / "testbed" / "zoo" / "jsse" / "ZooJsse.java"
 #: Why the JSSE host runs with -Djdk.net.hosts.file (issue 24, the "open finding" of
 #: 2026-11-24): com.sun.net.httpserver builds each connection's SSLEngine with
 #: ``sslctx.createSSLEngine(addr.getHostName(), addr.getPort())`` (jdk.httpserver
-#: sun/net/httpserver/SSLStreams.java, SSLStreams(), line 64 at openjdk/jdk 1fbd931; unchanged
-#: since JDK 6), i.e. a reverse DNS lookup of the client per connection, and JDK 17 runs that
-#: on the single HTTP-Dispatcher thread (ServerImpl.java DefaultExecutor.execute(): task.run()).
+#: sun/net/httpserver/SSLStreams.java, SSLStreams(); line 64 at openjdk/jdk 1fbd931), i.e. a
+#: reverse DNS lookup of the client per connection, and JDK 17 runs that on the single
+#: HTTP-Dispatcher thread (ServerImpl.java DefaultExecutor.execute(): task.run()). jstack of
+#: the testbed's zoo-jsse (17.0.15) during a stall: HTTP-Dispatcher RUNNABLE in
+#: Inet6AddressImpl.getHostByAddr <- InetAddress.getHostName(InetAddress.java:605) <-
+#: SSLStreams.<init>(SSLStreams.java:62) <- ServerImpl$Exchange.run(ServerImpl.java:658) <-
+#: ServerImpl$DefaultExecutor.execute(ServerImpl.java:201) <- Dispatcher.handle(ServerImpl.java:561).
 #: The testbed namespaces inherit the machine's /etc/resolv.conf, whose nameserver is not
 #: reachable from them: each lookup waits out glibc's resolver timeout (5 s, resolv.conf(5)
 #: RES_TIMEOUT; measured: InetAddress.getHostName() of 198.18.0.1 in nstb-zoojsse takes 0 or 5 s),
