@@ -206,23 +206,49 @@ def tls_key_rotation(ctx: FigureContext) -> None:
 
 
 #: zoo-table facts: (fact, SQL over tls_handshake rows of one hostname, second-opinion
-#: (version, mechanism) measuring the same fact or None)
+#: (version, mechanism) measuring the same fact or None, the testbed zoo's ground-truth
+#: key holding the implementation's documented default (testbed/zoo.py *_FACTS))
 _ZOO_FACTS = [
-    ("session_id_resumption_tls12", "bool_or(id_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "id")),
-    ("ticket_resumption_tls12", "bool_or(ticket_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "ticket")),
-    ("ticket_resumption_tls13", "bool_or(ticket_resumed) FILTER (WHERE version = '1.3')::text", ("1.3", "ticket")),
-    ("tls12_lifetime_hint_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.2')", None),
-    ("tls13_ticket_lifetime_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.3')", None),
-    ("tls13_ticket_count", "string_agg(DISTINCT ticket_count::text, '|') FILTER (WHERE version = '1.3')", None),
-    ("ticket_family", "string_agg(DISTINCT ticket_family, '|')", None),
-    ("ticket_key_id_len", "string_agg(DISTINCT ticket_key_id_len::text, '|')", None),
+    ("session_id_resumption_tls12", "bool_or(id_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "id"),
+     "session_ids"),
+    ("ticket_resumption_tls12", "bool_or(ticket_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "ticket"),
+     "tickets"),
+    ("ticket_resumption_tls13", "bool_or(ticket_resumed) FILTER (WHERE version = '1.3')::text", ("1.3", "ticket"),
+     "tickets"),
+    ("tls12_lifetime_hint_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.2')",
+     ("1.2", "lifetime-hint"), "tls12_lifetime_hint_s"),
+    ("tls13_ticket_lifetime_s", "string_agg(DISTINCT ticket_lifetime::text, '|') FILTER (WHERE version = '1.3')",
+     ("1.3", "lifetime-hint"), "tls13_ticket_lifetime_s"),
+    ("tls13_ticket_count", "string_agg(DISTINCT ticket_count::text, '|') FILTER (WHERE version = '1.3')", None,
+     "tls13_ticket_count"),
+    ("ticket_family", "string_agg(DISTINCT ticket_family, '|')", None, "ticket_family"),
+    ("ticket_key_id_len", "string_agg(DISTINCT ticket_key_id_len::text, '|')", None, "ticket_key_id_len"),
 ]
+
+
+def _documented() -> dict:
+    """hostname -> ground-truth facts of the testbed zoo (static data in testbed/zoo.py: the
+    implementation's documented or source default, with its citation); {} without it."""
+    try:
+        from testbed.zoo import HOSTS, _FACTS
+    except ImportError:
+        return {}
+    return {h.hostname: _FACTS[h.label] for h in HOSTS}
+
+
+def _as_text(v) -> str | None:
+    """A ground-truth value in the SQL text form of the measured column."""
+    if v is None:
+        return None
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
 @figure("zoo-table", sources=["tls_handshake", "tls_second_opinion"], thesis="issue 24")
 def zoo_table(ctx: FigureContext) -> None:
-    """Per host and fact: netsurvey's measurement (scan tls) and an independent client's
-    verdict (scan tls-second-opinion, gnutls-cli) where it measures the same fact."""
+    """Per host and fact: the implementation's documented default (testbed zoo ground
+    truth, cited), netsurvey's measurement (scan tls) and each independent client's
+    verdict (scan tls-second-opinion: gnutls-cli, testssl.sh) where it measures the same
+    fact - one row per client, or one row without a client."""
     from netsurvey.errors import UsageError
 
     tls_runs = list(ctx.runs_of_kind("tls"))
@@ -230,19 +256,30 @@ def zoo_table(ctx: FigureContext) -> None:
         so_runs = list(ctx.runs_of_kind("tls-second-opinion"))
     except UsageError:
         so_runs = []
-    cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _) in enumerate(_ZOO_FACTS))
+    cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _, _) in enumerate(_ZOO_FACTS))
     with ctx.db.connect() as conn:
         ours = conn.execute(f"SELECT hostname, {cols} FROM tls_handshake WHERE run_id = ANY(%s) AND status = 'success'"
                             " GROUP BY hostname ORDER BY hostname", (tls_runs,)).fetchall()
-        theirs = {(h, v, m): (r, c) for h, v, m, r, c in conn.execute(
-            "SELECT hostname, version, mechanism, bool_or(resumed)::text, min(client) FROM tls_second_opinion"
-            " WHERE run_id = ANY(%s) AND resumed IS NOT NULL GROUP BY 1, 2, 3", (so_runs,))}
+        theirs: dict = {}
+        for h, v, m, client, r in conn.execute(
+                "SELECT hostname, version, mechanism, client, CASE WHEN mechanism = 'lifetime-hint'"
+                " THEN string_agg(DISTINCT lifetime_hint_s::text, '|') ELSE bool_or(resumed)::text END"
+                " FROM tls_second_opinion WHERE run_id = ANY(%s) AND status = 'success' AND version IS NOT NULL"
+                " GROUP BY 1, 2, 3, 4 ORDER BY 4", (so_runs,)):
+            if r is not None:
+                theirs.setdefault((h, v, m), []).append((r, client))
+    documented = _documented()
     rows = []
     for r in ours:
-        for i, (fact, _, so) in enumerate(_ZOO_FACTS):
+        facts = documented.get(r[0], {})
+        for i, (fact, _, so, key) in enumerate(_ZOO_FACTS):
             mine = r[1 + i]
-            other, client = theirs.get((r[0], *so), (None, None)) if so else (None, None)
-            agree = None if other is None or mine is None else ("yes" if other == mine else "NO")
-            rows.append((r[0], fact, mine, other, client, agree))
+            doc = facts.get(key) or {}
+            doc_value, doc_source = _as_text(doc.get("value")), doc.get("source")
+            matches = None if doc_value is None or mine is None else ("yes" if doc_value == mine else "NO")
+            for other, client in (theirs.get((r[0], *so)) if so else None) or [(None, None)]:
+                agree = None if other is None or mine is None else ("yes" if other == mine else "NO")
+                rows.append((r[0], fact, doc_value, doc_source, matches, mine, other, client, agree))
     ctx.sample(len(ours), "hosts")
-    ctx.write_csv(["hostname", "fact", "netsurvey", "second_opinion", "second_opinion_client", "agree"], rows)
+    ctx.write_csv(["hostname", "fact", "documented", "documented_source", "netsurvey_matches_documented",
+                   "netsurvey", "second_opinion", "second_opinion_client", "agree"], rows)

@@ -29,6 +29,7 @@ APT_PACKAGES=(
   chromium chromium-driver firefox-esr
   gnutls-bin lighttpd lighttpd-mod-openssl haproxy openjdk-17-jdk-headless  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
   webkit2gtk-driver xvfb  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) as a third engine, on its own Xvfb
+  testssl.sh  # issue 24: a further second opinion on TLS resumption (scan tls-second-opinion --client testssl)
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then

@@ -15,7 +15,9 @@ Hosts (namespaces and DNS names in config/testbed.toml):
 - ``haproxy.zoo.test`` (ns ``zoohaproxy``, 198.18.127.10 / 2001:2:0:127::10): HAProxy
   2.6 terminating TLS (``bind ... ssl crt``) and answering itself; no tune.ssl options.
 - ``jsse.zoo.test`` (ns ``zoojsse``, 198.18.128.10 / 2001:2:0:128::10): Java's JSSE behind
-  com.sun.net.httpserver (testbed/zoo/jsse/ZooJsse.java, run from source by the JDK).
+  com.sun.net.httpserver (testbed/zoo/jsse/ZooJsse.java, run from source by the JDK), with
+  ``-Djdk.net.hosts.file`` so the HTTP server's per-connection reverse lookup cannot stall it
+  (JSSE_NO_DNS; nothing TLS changes).
 
 Each server runs under ``python3 -m testbed.zoo serve``, which puts the host's addresses
 on the namespace's loopback and then runs the server as its child (the manager records
@@ -60,6 +62,27 @@ HOSTS = (
 )
 PROGRAMS = {"gnutls": "gnutls-serv", "lighttpd": "lighttpd", "haproxy": "haproxy", "jsse": "java"}
 JSSE_SRC = ROOT / "testbed" / "zoo" / "jsse" / "ZooJsse.java"
+#: Why the JSSE host runs with -Djdk.net.hosts.file (issue 24, the "open finding" of
+#: 2026-11-24): com.sun.net.httpserver builds each connection's SSLEngine with
+#: ``sslctx.createSSLEngine(addr.getHostName(), addr.getPort())`` (jdk.httpserver
+#: sun/net/httpserver/SSLStreams.java, SSLStreams(); line 64 at openjdk/jdk 1fbd931), i.e. a
+#: reverse DNS lookup of the client per connection, and JDK 17 runs that on the single
+#: HTTP-Dispatcher thread (ServerImpl.java DefaultExecutor.execute(): task.run()). jstack of
+#: the testbed's zoo-jsse (17.0.15) during a stall: HTTP-Dispatcher RUNNABLE in
+#: Inet6AddressImpl.getHostByAddr <- InetAddress.getHostName(InetAddress.java:605) <-
+#: SSLStreams.<init>(SSLStreams.java:62) <- ServerImpl$Exchange.run(ServerImpl.java:658) <-
+#: ServerImpl$DefaultExecutor.execute(ServerImpl.java:201) <- Dispatcher.handle(ServerImpl.java:561).
+#: The testbed namespaces inherit the machine's /etc/resolv.conf, whose nameserver is not
+#: reachable from them: each lookup waits out glibc's resolver timeout (5 s, resolv.conf(5)
+#: RES_TIMEOUT; measured: InetAddress.getHostName() of 198.18.0.1 in nstb-zoojsse takes 0 or 5 s),
+#: and the whole server stands still meanwhile. Clients with a read timeout of 5 s (netsurvey's
+#: ``scan tls`` default; gnutls-cli runs under the second opinion's 10 s for two handshakes)
+#: saw every other connection time out - the resumption attempts among them - while
+#: ``openssl s_client -reconnect`` (no timeout) just waited. Nothing TLS: with lookups
+#: answered at once every client resumes by ID and ticket (TLS 1.2, 1.3). java/net/InetAddress.java
+#: createNameService(): jdk.net.hosts.file selects HostsFileNameService (no DNS; a name not in the
+#: file fails at once and getHostName() returns the literal address).
+JSSE_NO_DNS = "-Djdk.net.hosts.file"
 
 
 def host(label: str) -> ZooHost:
@@ -171,7 +194,12 @@ def render_zoo(cfg, pki_dir: Path, state_dir: Path | None = None) -> list:
             p12 = d / "keystore.p12"
             subprocess.run(["openssl", "pkcs12", "-export", "-in", str(cert), "-inkey", str(key), "-out", str(p12),
                             "-passout", "pass:zoo", "-name", "zoo"], check=True, capture_output=True)
-            server = [shutil.which("java"), str(JSSE_SRC), str(p12), "zoo", *h.addresses]
+            # a name service of its own: com.sun.net.httpserver looks up every client's
+            # name (JSSE_NO_DNS); a hosts file with only localhost answers at once
+            hosts = d / "hosts"
+            hosts.write_text("127.0.0.1 localhost\n::1 localhost\n")
+            server = [shutil.which("java"), f"{JSSE_NO_DNS}={hosts}", str(JSSE_SRC), str(p12), "zoo",
+                      *h.addresses]
         elif h.label in ("lighttpd", "haproxy"):
             d = Path(state_dir or pki_dir.parent) / "zoo" / h.label
             d.mkdir(parents=True, exist_ok=True)

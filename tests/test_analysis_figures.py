@@ -199,3 +199,39 @@ def test_zoo_table_puts_the_second_opinion_next_to_ours(db, tmp_path):
         ("true", "NO")
     assert (t["ticket_family"]["netsurvey"], t["ticket_family"]["agree"]) == ("go", "")
     assert t["tls13_ticket_lifetime_s"]["netsurvey"] == "604800"
+
+
+def test_zoo_table_documented_default_and_testssl(db, tmp_path):
+    """zoo-table: the documented default of a zoo host (testbed/zoo.py, cited) beside our
+    value, and testssl.sh as one more client: one row per client measuring a fact."""
+    with db.connect() as conn:
+        tls = _run(conn, "tls")
+        so = _run(conn, "tls-second-opinion")
+        for v, idr, tr in (("1.2", False, True), ("1.3", None, True)):
+            conn.execute("INSERT INTO tls_handshake (run_id, hostname, port, version, status, ticket_count,"
+                         " ticket_lifetime, id_resumed, ticket_resumed, ticket_family, ticket_key_id_len)"
+                         " VALUES (%s, 'gotls.zoo.test', 443, %s, 'success', 1, %s, %s, %s, 'go', 16)",
+                         (tls, v, 0 if v == "1.2" else 604800, idr, tr))
+        for v, m, res, life, client in (("1.3", "ticket", True, None, "gnutls-cli 3.7.9"),
+                                        ("1.3", "ticket", False, None, "testssl 3.0.8"),
+                                        ("1.3", "lifetime-hint", None, 604800, "testssl 3.0.8"),
+                                        ("1.3", "id", True, None, "testssl 3.0.8")):
+            conn.execute("INSERT INTO tls_second_opinion (run_id, hostname, port, version, mechanism, client, status,"
+                         " resumed, lifetime_hint_s) VALUES (%s, 'gotls.zoo.test', 443, %s, %s, %s, 'success', %s, %s)",
+                         (so, v, m, client, res, life))
+    _plot(db, "zoo-table", tmp_path, tls, so)
+    rows = _csv(tmp_path / "zoo-table.csv")
+    by = {(r["fact"], r["second_opinion_client"]): r for r in rows}
+    t13 = [r for r in rows if r["fact"] == "ticket_resumption_tls13"]
+    assert sorted((r["second_opinion_client"], r["agree"]) for r in t13) == [("gnutls-cli 3.7.9", "yes"),
+                                                                         ("testssl 3.0.8", "NO")]
+    life = by[("tls13_ticket_lifetime_s", "testssl 3.0.8")]
+    assert (life["documented"], life["netsurvey_matches_documented"], life["second_opinion"], life["agree"]) == \
+        ("604800", "yes", "604800", "yes")
+    assert "maxSessionTicketLifetime" in life["documented_source"]
+    # Go tickets have no key id: a measured 16 contradicts the cited source
+    kid = by[("ticket_key_id_len", "")]
+    assert (kid["documented"], kid["netsurvey"], kid["netsurvey_matches_documented"]) == ("0", "16", "NO")
+    sid = by[("session_id_resumption_tls12", "")]   # testssl's 'id' at TLS 1.3 is not this fact
+    assert (sid["documented"], sid["netsurvey"], sid["netsurvey_matches_documented"], sid["agree"]) == \
+        ("false", "false", "yes", "")

@@ -61,7 +61,9 @@ class TlsScanner(Scanner):
             if h.tickets and h.session is not None:
                 r = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
                                     keylog=self.keylog, read_tickets=True, deadline=o.deadline)
-                ticket_resumed = r.ok and r.resumed
+                # a resumption attempt that failed (timeout, reset) is no verdict: NULL, not
+                # 'refused' (issue 24: JSSE's stalled connections read as 'no resumption')
+                ticket_resumed = r.resumed if r.ok else None
                 seen += [ti.ticket for ti in r.tickets] if r.ok else []
             if h.tickets and len(seen) < 2:
                 # One ticket cannot tell a key name from a random IV (wire.infer_layout):
@@ -99,7 +101,7 @@ class TlsScanner(Scanner):
             return False, sid_len
         b = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=a.session,
                             deadline=o.deadline)
-        return b.ok and b.resumed, sid_len
+        return (b.resumed if b.ok else None), sid_len
 
     async def _paced(self, box: list, address: str, *args, **kwargs):
         """One handshake; every connection after a target's first waits for the run's

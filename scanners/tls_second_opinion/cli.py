@@ -14,7 +14,8 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
-           ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool")]
+           ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
+           ("lifetime_hint_s", "int8")]
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -26,40 +27,63 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ca_file: Optional[str] = typer.Option(None, "--ca-file",
                                               help="PEM trust anchors (default: $SSL_CERT_FILE if set)."),
         concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
+        clients: List[str] = typer.Option(["gnutls-cli"], "--client",
+                                          help="gnutls-cli and/or testssl (testssl.sh -S: testbed addresses only; "
+                                               "repeatable)."),
+        testssl_timeout_s: float = typer.Option(240.0, "--testssl-timeout", help="Seconds one testssl.sh run may take."),
         as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
     ) -> None:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
-        session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`."""
+        session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`;
+        --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint."""
         from netsurvey.clictx import open_scan
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import Options, TlsSecondOpinionScanner
 
-        if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
-            raise UsageError("--timeout must be positive, --concurrency at least 1, --port 1..65535")
-        client = shutil.which("gnutls-cli")
-        if client is None:
-            raise UsageError("gnutls-cli not found (Debian gnutls-bin; scripts/install.sh installs it)")
+        from .testssl import testbed_only, version as testssl_version
+
+        if not timeout_s > 0 or not testssl_timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
+            raise UsageError("--timeout/--testssl-timeout must be positive, --concurrency at least 1, --port 1..65535")
+        if not clients or set(clients) - {"gnutls-cli", "testssl"}:
+            raise UsageError(f"--client {' '.join(clients)!r}: expected gnutls-cli and/or testssl")
+        client = None
+        if "gnutls-cli" in clients:
+            client = shutil.which("gnutls-cli")
+            if client is None:
+                raise UsageError("gnutls-cli not found (Debian gnutls-bin; scripts/install.sh installs it)")
+        others = ()
+        if "testssl" in clients:
+            exe = shutil.which("testssl") or shutil.which("testssl.sh")
+            if exe is None:
+                raise UsageError("testssl not found (Debian testssl.sh; scripts/install.sh installs it)")
+            others = (("testssl", exe, testssl_version(exe)),)
         ca = ca_file or os.environ.get("SSL_CERT_FILE")
         if ca and not os.path.isfile(ca):
             raise UsageError(f"--ca-file {ca}: no such file")
         targets = [_target(t, port) for t in target]
-        ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s},
+        if others and not all(testbed_only(t.address) for t in targets):
+            raise UsageError("--client testssl runs only against testbed addresses (198.18.0.0/15, 2001:2::/48) "
+                             "and loopback: it makes ~100 connections per target")
+        ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s,
+                                               "clients": list(clients)},
                         targets=targets, concurrency=concurrency)
         scanner = TlsSecondOpinionScanner()
-        scanner.init(Options(timeout_s=timeout_s, ca_file=ca, client=client), ctx)
-        version = _client_version(client)
+        scanner.init(Options(timeout_s=timeout_s, ca_file=ca, client=client, others=others,
+                             testssl_timeout_s=testssl_timeout_s), ctx)
+        version = _client_version(client) if client else others[0][2]
         with ResultWriter(ctx.db, "tls_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
             def write(o):
                 addr = ipaddress.ip_address(o.target.address) if o.target.address else None
                 if o.result is None:
                     w.write((ctx.run.id, o.target.hostname, addr, o.target.port, None, None, version,
-                             o.status.value, o.error, None))
+                             o.status.value, o.error, None, None))
                     return
                 for v in o.result.verdicts:
-                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, v.version, v.mechanism, version,
-                             "success" if v.resumed is not None else "application-error", v.error, v.resumed))
+                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, v.version, v.mechanism,
+                             v.client or version, "success" if v.has_verdict else "application-error", v.error,
+                             v.resumed, v.lifetime_hint_s))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
         ctx.run.finish("finished", counts)
         if as_json:

@@ -2,7 +2,11 @@
 ``gnutls-cli --resume`` connects, then reconnects offering the session, and says whether
 the server resumed it. Three checks per target: ticket resumption with TLS 1.2 and TLS 1.3
 and session-ID resumption with TLS 1.2 (priority ``%NO_TICKETS``: no session_ticket
-extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c)."""
+extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c).
+
+A further opinion (``--client testssl``): testssl.sh's server-defaults check, which
+reports ticket and "ID" resumption and the ticket lifetime hint at the TLS version it
+picks itself (testssl.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +30,10 @@ class Options:
     timeout_s: float = 10.0
     ca_file: Optional[str] = None
     client: str = "gnutls-cli"
+    #: further clients: (kind, executable, version label); kind "testssl" (testssl.py)
+    others: tuple[tuple[str, str, str], ...] = ()
+    #: seconds one testssl.sh run may take (it makes ~100 connections)
+    testssl_timeout_s: float = 240.0
 
 
 @dataclass(frozen=True)
@@ -34,9 +42,17 @@ class Verdict:
     if the first handshake did not complete: ``error`` says why)."""
 
     mechanism: str
-    version: str
+    version: Optional[str]
     resumed: Optional[bool]
     error: Optional[str] = None
+    #: None: the gnutls-cli of Options.client; else the version label of Options.others
+    client: Optional[str] = None
+    #: mechanism "lifetime-hint": the ticket lifetime (hint) the client reported, seconds
+    lifetime_hint_s: Optional[int] = None
+
+    @property
+    def has_verdict(self) -> bool:
+        return self.resumed is not None or self.lifetime_hint_s is not None
 
 
 @dataclass(frozen=True)
@@ -50,7 +66,7 @@ class TlsSecondOpinionScanner(Scanner):
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         verdicts = []
         first = True
-        for (mech, version), prio in CHECKS.items():
+        for (mech, version), prio in (CHECKS.items() if self.options.client else ()):
             # one gnutls-cli run = two connections; the run path paced this target's first
             # connection, every other one waits for the run's limiter (etiquette rates
             # count connections, not targets)
@@ -58,7 +74,13 @@ class TlsSecondOpinionScanner(Scanner):
                 await self.ctx.limiter.acquire(target.address)
             first = False
             verdicts.append(await self._check(target, mech, version, prio))
-        ok = [v for v in verdicts if v.resumed is not None]
+        for kind, exe, label in self.options.others:
+            if kind == "testssl":
+                if not first:
+                    await self.ctx.limiter.acquire(target.address)
+                first = False
+                verdicts += await self._testssl(target, exe, label)
+        ok = [v for v in verdicts if v.has_verdict]
         if not ok:
             return ScanOutcome(target, ScanStatus.APPLICATION_ERROR, Result(tuple(verdicts)), verdicts[0].error)
         return ScanOutcome(target, ScanStatus.SUCCESS, Result(tuple(verdicts)))
@@ -87,3 +109,13 @@ class TlsSecondOpinionScanner(Scanner):
             last = (err.decode(errors="replace").strip().splitlines() or text.strip().splitlines() or ["?"])[-1]
             return Verdict(mech, version, None, f"handshake: {last}"[:200])
         return Verdict(mech, version, "This is a resumed session" in text)
+
+    async def _testssl(self, t: ScanTarget, exe: str, label: str) -> list[Verdict]:
+        from . import testssl
+
+        rows, error = await testssl.run(exe, t.address, t.port, t.hostname, self.options.testssl_timeout_s,
+                                        self.options.ca_file)
+        if error is not None:
+            return [Verdict("ticket", None, None, error, client=label)]
+        return [Verdict(mech, version, resumed, err, client=label, lifetime_hint_s=life)
+                for mech, version, resumed, life, err in rows]
