@@ -183,22 +183,29 @@ def sql_cmd(
         raise UsageError(f"--format: {fmt!r} is not one of {', '.join(dataout.FORMATS)}")
     query = dataout.read_query(query, file)
     timeout = timeout_s if timeout_s is not None else state.config.database.statement_timeout_s
-    with connect_reader(state.database(create=False), timeout) as conn:
+    # closing, not `with conn`: after a failed COPY the connection cannot roll back, and
+    # psycopg's warning about it was a second line on stderr; closing aborts the transaction
+    from contextlib import closing
+
+    with closing(connect_reader(state.database(create=False), timeout)) as conn:
         cur = conn.cursor()
         # stream() sends the extended protocol: exactly one statement, so no
         # "COMMIT; ..." can leave the read-only transaction.
         cols, rows = dataout.stream(cur, query)
-        if fmt in ("json", "jsonl"):
-            dataout.write_json(cols, rows, sys.stdout, lines=fmt == "jsonl")
-        elif fmt == "csv":
-            dataout.write_csv(cols, rows, sys.stdout, dataout.json_columns(cur))
-        else:
-            from rich.text import Text
+        try:
+            if fmt in ("json", "jsonl"):
+                dataout.write_json(cols, rows, sys.stdout, lines=fmt == "jsonl")
+            elif fmt == "csv":
+                dataout.write_csv(cols, rows, sys.stdout, dataout.json_columns(cur))
+            else:
+                from rich.text import Text
 
-            t = Table(*cols)
-            for r in rows:   # Text: a value such as "[ms]" is not Rich markup
-                t.add_row(*[Text("" if v is None else dataout.csv_value(v)) for v in r])
-            out.print(t)
+                t = Table(*cols)
+                for r in rows:   # Text: a value such as "[ms]" is not Rich markup
+                    t.add_row(*[Text("" if v is None else dataout.csv_value(v)) for v in r])
+                out.print(t)
+        finally:   # a half-read stream holds the connection's lock: `| head` hung in rollback
+            rows.close()
         conn.rollback()
 
 
