@@ -128,7 +128,7 @@ def targets_import(
         raise UsageError(f"{file}: not a regular file")
     db = migrated_db()
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=err, transient=True, disable=as_json) as prog:
+                  TimeRemainingColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task(f"importing {file.name}", total=None)
         report = import_list(db, file, list_name, list_date, max_bad_share=state.config.targets.max_bad_share,
                              replace=replace, progress=lambda done, total: prog.update(task, completed=done, total=total))
@@ -261,6 +261,13 @@ def worker_cmd(
 
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    from .config import finite
+
+    finite(heartbeat, "--heartbeat", positive=True)
+    if finite(stalled_after, "--stalled-after", positive=True) <= heartbeat:   # else live shards are re-run
+        raise UsageError(f"--stalled-after ({stalled_after:g} s) must be longer than --heartbeat ({heartbeat:g} s)")
+    if schedule is not None and not schedule.is_file():
+        raise UsageError(f"--schedule: {schedule}: file not found")
     asyncio.run(run_worker(migrated_db(), concurrency, wait=not once, heartbeat=heartbeat,
                            stalled_after=stalled_after, schedule=load_schedule(schedule)))
 
