@@ -70,6 +70,11 @@ CASES = [
     ("worker-stalled-before-heartbeat", ["worker", "--once", "--stalled-after", "2"], "longer than --heartbeat"),
     ("worker-schedule-missing", ["worker", "--once", "--schedule", "{tmp}/nope.toml"], "file not found"),
     ("import-empty", ["targets", "import", "{tmp}/empty.csv", "--list", "x"], "no targets found"),
+    ("tls-deadline-inf", ["scan", "tls", "--list", "sample", "--deadline", "inf", "--dry-run"], "--deadline"),
+    ("tls-interval-nan", ["scan", "tls", "--list", "sample", "--interval", "nan", "--dry-run"], "--interval"),
+    ("tls-shared-timeout-inf", ["scan", "tls-shared", "--list", "sample", "--timeout", "inf", "--dry-run"], "--timeout"),
+    ("tls-shared-concurrency-0", ["scan", "tls-shared", "--list", "sample", "--concurrency", "0", "--dry-run"],
+     "--concurrency"),
 ]
 
 
