@@ -134,7 +134,7 @@ def targets_import(
         raise UsageError(f"{file}: not a regular file")
     db = migrated_db()
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=err, transient=True, disable=as_json) as prog:
+                  TimeRemainingColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task(f"importing {file.name}", total=None)
         report = import_list(db, file, list_name, list_date, max_bad_share=state.config.targets.max_bad_share,
                              replace=replace, progress=lambda done, total: prog.update(task, completed=done, total=total))
@@ -189,22 +189,29 @@ def sql_cmd(
         raise UsageError(f"--format: {fmt!r} is not one of {', '.join(dataout.FORMATS)}")
     query = dataout.read_query(query, file)
     timeout = timeout_s if timeout_s is not None else state.config.database.statement_timeout_s
-    with connect_reader(state.database(create=False), timeout) as conn:
+    # closing, not `with conn`: after a failed COPY the connection cannot roll back, and
+    # psycopg's warning about it was a second line on stderr; closing aborts the transaction
+    from contextlib import closing
+
+    with closing(connect_reader(state.database(create=False), timeout)) as conn:
         cur = conn.cursor()
         # stream() sends the extended protocol: exactly one statement, so no
         # "COMMIT; ..." can leave the read-only transaction.
         cols, rows = dataout.stream(cur, query)
-        if fmt in ("json", "jsonl"):
-            dataout.write_json(cols, rows, sys.stdout, lines=fmt == "jsonl")
-        elif fmt == "csv":
-            dataout.write_csv(cols, rows, sys.stdout, dataout.json_columns(cur))
-        else:
-            from rich.text import Text
+        try:
+            if fmt in ("json", "jsonl"):
+                dataout.write_json(cols, rows, sys.stdout, lines=fmt == "jsonl")
+            elif fmt == "csv":
+                dataout.write_csv(cols, rows, sys.stdout, dataout.json_columns(cur))
+            else:
+                from rich.text import Text
 
-            t = Table(*cols)
-            for r in rows:   # Text: a value such as "[ms]" is not Rich markup
-                t.add_row(*[Text("" if v is None else dataout.csv_value(v)) for v in r])
-            out.print(t)
+                t = Table(*cols)
+                for r in rows:   # Text: a value such as "[ms]" is not Rich markup
+                    t.add_row(*[Text("" if v is None else dataout.csv_value(v)) for v in r])
+                out.print(t)
+        finally:   # a half-read stream holds the connection's lock: `| head` hung in rollback
+            rows.close()
         conn.rollback()
 
 
@@ -260,6 +267,13 @@ def worker_cmd(
 
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    from .config import finite
+
+    finite(heartbeat, "--heartbeat", positive=True)
+    if finite(stalled_after, "--stalled-after", positive=True) <= heartbeat:   # else live shards are re-run
+        raise UsageError(f"--stalled-after ({stalled_after:g} s) must be longer than --heartbeat ({heartbeat:g} s)")
+    if schedule is not None and not schedule.is_file():
+        raise UsageError(f"--schedule: {schedule}: file not found")
     asyncio.run(run_worker(migrated_db(), concurrency, wait=not once, heartbeat=heartbeat,
                            stalled_after=stalled_after, schedule=load_schedule(schedule)))
 

@@ -125,7 +125,8 @@ def _plan(kind: str, ctx, targets, concurrency: int | None) -> tuple[list[str], 
 
     allowed, blocked = [], 0
     for t in targets:
-        addr = t if isinstance(t, str) else getattr(t, "address", None)
+        # an address given as the target's name (--target 198.18.2.21) is one too
+        addr = t if isinstance(t, str) else getattr(t, "address", None) or getattr(t, "hostname", None)
         try:
             addr = str(ipaddress.ip_address(addr)) if addr else None
         except ValueError:  # a URL or name: its address is checked when it is resolved

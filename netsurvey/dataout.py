@@ -46,19 +46,22 @@ def read_query(query: Optional[str], file: Optional[Path], stdin: IO[str] = sys.
     """The query from the argument, ``-`` (stdin) or ``-f FILE``; exactly one source."""
     if file is not None and query is not None:
         raise UsageError("give the query either as an argument or with -f, not both")
-    if file is not None:
-        if str(file) == "-":
+    src = str(file) if file is not None else query
+    try:
+        if src == "-":
             text = stdin.read()
-        elif not file.is_file():
+        elif file is not None and not file.is_file():
             raise UsageError(f"{file}: file not found")
+        elif file is not None:
+            text = file.read_text(encoding="utf-8")
+        elif query is None:
+            raise UsageError("no query: give one as an argument, '-' for stdin or -f FILE")
         else:
-            text = file.read_text()
-    elif query == "-":
-        text = stdin.read()
-    elif query is None:
-        raise UsageError("no query: give one as an argument, '-' for stdin or -f FILE")
-    else:
-        text = query
+            text = query
+        text.encode("utf-8")   # argv and a C-locale stdin carry bad bytes as surrogates
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:   # were internal errors (review attack, issue 20)
+        where = "stdin" if src == "-" else "the query" if file is None else src
+        raise UsageError(f"{where}: not UTF-8 text (at offset {exc.start})") from None
     text = text.strip()
     while text.endswith(";"):          # a trailing ';' (as in a .sql file) is not a second statement
         text = text[:-1].rstrip()

@@ -43,7 +43,9 @@ def check_dsn(dsn: str, source: str = "--dsn") -> str:
     try:
         conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise UsageError(f"{source}: not a libpq connection string: {str(exc).strip().splitlines()[0]}") from None
+        # libpq quotes what it could not parse: the whole URI, password included
+        said = re.sub(r'"[^"]*"', '"***"', str(exc).strip().splitlines()[0])
+        raise UsageError(f"{source}: not a libpq connection string: {said}") from None
     return dsn
 
 

@@ -30,6 +30,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -306,6 +307,8 @@ def _insert_queued_run(conn, spec, shards: int, note: str | None) -> int:
 
 #: Attempts per shard of a local run (again only when the shard committed nothing).
 LOCAL_ATTEMPTS = 2
+#: Seconds an interrupted local run gives its shards to flush their rows before SIGKILL.
+SHARD_TERM_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -348,6 +351,16 @@ def run_local(db: Database, spec, procs: int, *, on_shard=None) -> LocalRun:
             return conn.execute("SELECT 1 FROM job_shard WHERE run_id = %s AND shard = %s",
                                 (run_id, shard)).fetchone() is not None
 
+    parent = os.getpid()
+
+    def on_term(signum, frame):
+        if os.getpid() != parent:   # a shard forked before it set its own handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise SystemExit(128 + signum)   # into the finally below (Python's default: die, shards SIGKILLed)
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
     running = {start(i, 1): (i, 1) for i in range(procs)}
     rcs: dict[int, int] = {}
     try:
@@ -367,9 +380,17 @@ def run_local(db: Database, spec, procs: int, *, on_shard=None) -> LocalRun:
                 if on_shard is not None:
                     on_shard(shard, rc)
     finally:
-        for p in running:  # interrupted (Ctrl-C, SIGTERM): the shards go with us
-            p.kill()
-            p.join()
+        signal.signal(signal.SIGTERM, old_term)
+        # interrupted (Ctrl-C, SIGTERM): the shards go with us, but as the inline run path
+        # does, flushing their rows (SIGTERM); a SIGKILL here lost every buffered row
+        for p in running:
+            p.terminate()
+        until = time.monotonic() + SHARD_TERM_GRACE_S
+        for p in running:
+            p.join(timeout=max(0.0, until - time.monotonic()))
+            if p.exitcode is None:
+                p.kill()
+                p.join()
         with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
             conn.execute("UPDATE scan_run SET status = 'failed', finished_at = clock_timestamp() WHERE id = %s "
                          "AND status IN ('queued', 'running')", (run_id,))

@@ -33,6 +33,8 @@ def connect_reader(db: Database, statement_timeout_s: float) -> psycopg.Connecti
     from .config import finite
 
     finite(statement_timeout_s, "--timeout-s", positive=True)
+    if statement_timeout_s * 1000 > 2**31 - 1:   # PostgreSQL's statement_timeout is an int of ms
+        raise UsageError(f"--timeout-s: at most {(2**31 - 1) // 1000} s (got {statement_timeout_s!r})")
     ms = max(1, int(statement_timeout_s * 1000))
     options = f"-c default_transaction_read_only=on -c statement_timeout={ms}"
     try:

@@ -29,6 +29,8 @@ def _files(tmp: Path) -> None:
     (tmp / "superscript.csv").write_text("1,a.example.test\n\u00b2,b.example.test\n", encoding="utf-8")
     (tmp / "afile").write_text("precious\n")
     (tmp / "latin1.csv").write_bytes(b"0.1,0.2\n\xe9t\xe9,0.3\n")
+    (tmp / "binary.sql").write_bytes(b"select '\xff\xfe'\n")
+    (tmp / "empty.csv").write_bytes(b"")
     for name, value in (("huge", "1e400"), ("inf", "inf"), ("nan", "nan")):
         (tmp / f"rate-{name}.toml").write_text(f"[etiquette]\nrate_pps = {value}\n")
 
@@ -59,6 +61,20 @@ CASES = [
     ("config-rate-nan", ["--config", "{tmp}/rate-nan.toml", "targets", "list"], "etiquette.rate_pps"),
     ("sql-format", ["sql", "select 1", "--format", "xml"], "--format"),
     ("sql-timeout-nan", ["sql", "select 1", "--timeout-s", "nan"], "--timeout-s"),
+    # review attack (issue 20): these were internal errors, a silent exit 0, or a blank line first
+    ("sql-timeout-huge", ["sql", "select 1", "--timeout-s", "1e308"], "--timeout-s: at most"),
+    ("sql-file-not-utf8", ["sql", "-f", "{tmp}/binary.sql"], "not UTF-8"),
+    ("sql-arg-not-utf8", ["sql", "select '\udcff'"], "not UTF-8"),
+    ("worker-heartbeat-nan", ["worker", "--once", "--heartbeat", "nan"], "--heartbeat"),
+    ("worker-stalled-negative", ["worker", "--once", "--stalled-after", "-1"], "--stalled-after"),
+    ("worker-stalled-before-heartbeat", ["worker", "--once", "--stalled-after", "2"], "longer than --heartbeat"),
+    ("worker-schedule-missing", ["worker", "--once", "--schedule", "{tmp}/nope.toml"], "file not found"),
+    ("import-empty", ["targets", "import", "{tmp}/empty.csv", "--list", "x"], "no targets found"),
+    ("tls-deadline-inf", ["scan", "tls", "--list", "sample", "--deadline", "inf", "--dry-run"], "--deadline"),
+    ("tls-interval-nan", ["scan", "tls", "--list", "sample", "--interval", "nan", "--dry-run"], "--interval"),
+    ("tls-shared-timeout-inf", ["scan", "tls-shared", "--list", "sample", "--timeout", "inf", "--dry-run"], "--timeout"),
+    ("tls-shared-concurrency-0", ["scan", "tls-shared", "--list", "sample", "--concurrency", "0", "--dry-run"],
+     "--concurrency"),
 ]
 
 
@@ -84,7 +100,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(imported_db, tmp_path, 
     listing = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     before = _snapshot(imported_db)
     r = run_cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv], dsn=imported_db.dsn, cwd=REPO)
-    lines = r.stderr.strip().splitlines()
+    lines = r.stderr.rstrip("\n").split("\n")   # not strip(): a blank line (a progress bar's) is a line
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert len(lines) == 1 and lines[0].startswith("netsurvey: error: ") and fragment in lines[0], lines
     assert _snapshot(imported_db) == before

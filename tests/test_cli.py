@@ -235,3 +235,21 @@ def test_an_internal_error_is_one_line_without_secrets(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "NETSURVEY_TRACEBACK": "1"})
     assert "Traceback" in p.stderr, p.stderr
+
+
+def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_path):
+    """`scan tls --target 198.18.2.21 --dry-run` with that address blocked said "1 targets
+    would be probed, 0 blocked by policy" (the plan looked only at resolved addresses, and a
+    literal target is the target's name); the real scan does skip it (review attack, issue 20)."""
+    import psycopg
+
+    cfg = tmp_path / "block.toml"
+    cfg.write_text('[etiquette]\nblock = ["198.18.2.21/32"]\n')
+    r = run_cli("--config", str(cfg), "scan", "tls", "--target", "198.18.2.21", "--target", "::ffff:198.18.2.21",
+                "--target", "198.18.2.20", "--no-verify", "--no-ipv6", "--dry-run", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    assert "1 targets would be probed, 2 blocked by policy" in r.stdout, r.stdout
+    assert "198.18.2.21" not in r.stdout.split("\n", 1)[1]
+    with psycopg.connect(db.dsn) as c:
+        status, counts = c.execute("SELECT status, counts FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()
+    assert status == "cancelled" and counts.get("blocked") == 2, counts

@@ -233,6 +233,16 @@ def test_dsns_are_printed_with_the_password_masked(db):
         assert r.returncode == 0 and "s3cret" not in r.stdout + r.stderr and "****" in r.stdout, r.stderr
 
 
+def test_a_dsn_libpq_cannot_parse_is_refused_without_its_password(tmp_path):
+    """libpq quotes the URI it could not parse, password and all; the one-line error printed
+    it (review attack, issue 20)."""
+    for dsn in ("postgresql://u:s3cret@[::1/db", "host=h passwords3cret", "postgresql://u:s3cret@h/db?s3cret=1"):
+        for env in ({"NETSURVEY_DSN": dsn}, None):
+            r = run_cli(*(["--dsn", dsn] if env is None else []), "targets", "list", env=env, cwd=tmp_path)
+            assert r.returncode == 2 and "not a libpq connection string" in r.stderr, r.stderr
+            assert "s3cret" not in r.stdout + r.stderr, r.stderr
+
+
 def test_binaries_copied_for_a_server_user_that_cannot_reach_site_packages():
     """As root with /root at 0700 the server user cannot run pgserver's binaries in
     place; netsurvey copies them once into /var/lib/netsurvey (never chmods /root)."""

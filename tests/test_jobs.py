@@ -368,3 +368,44 @@ def test_concurrent_shard_commits_do_not_deadlock(db, tmp_path):
         assert conn.execute("SELECT status, counts FROM scan_run WHERE id = %s", (run_id,)).fetchone() == (
             "finished", {"success": 2})
         assert conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id = %s", (run_id,)).fetchone()[0] == 2
+
+
+def test_sigterm_to_a_procs_run_ends_it_failed_and_stops_its_shards(db, tmp_path):
+    """SIGTERM to `scan ... --procs 2` killed the parent at once (Python's default action):
+    its shards died with it by SIGKILL and the run stayed 'running' for ever (review
+    attack, issue 20). Now the parent passes SIGTERM on to its shards, waits for them and
+    ends the run 'failed' (exit 143). A local server that accepts and never answers keeps
+    the TLS handshake in flight."""
+    import socket
+
+    import psycopg
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    port = srv.getsockname()[1]
+    cfg = tmp_path / "local.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\nown_servers = ["127.0.0.1/32"]\n')
+    env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "--config", str(cfg), "scan", "handshake-timing",
+                          "--target", "127.0.0.1", "--tls-port", str(port), "--methods", "tls13_full",
+                          "--samples", "1", "--timeout", "8", "--procs", "2"],
+                         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        conns = []
+        srv.settimeout(30)
+        conns.append(srv.accept()[0])    # a shard is probing
+        time.sleep(1)
+        children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+        assert children, "no shard processes"
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=30)   # the shards' handshake times out after 8 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.close()
+    assert rc == 128 + signal.SIGTERM, (rc, p.stderr.read()[-2000:])
+    assert not [c for c in children if Path(f"/proc/{c}").exists()], "a shard outlived the run"
+    with psycopg.connect(db.dsn) as c:
+        status, shards = c.execute("SELECT status, shards FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()
+    assert shards == 2 and status == "failed", status

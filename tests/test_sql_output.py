@@ -94,3 +94,34 @@ def test_rows_are_streamed_not_fetched_all(db):
         rest = p.communicate(timeout=120)[0]
     assert p.returncode == 0
     assert rest.splitlines()[-1] == "200000,"
+
+
+def test_a_reader_that_leaves_early_ends_the_command(db):
+    """`netsurvey sql ... | head -1`: the half-read row stream held the connection's lock and
+    the command hung for ever in its rollback (review attack, issue 20). Now it exits, with
+    at most click's exit 1 for the closed pipe and nothing on stderr."""
+    import os
+
+    env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    for fmt in ("csv", "json", "jsonl"):
+        p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "sql",
+                              "SELECT g FROM generate_series(1, 300000) g", "--format", fmt],
+                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()            # what `head -1` does
+        try:
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            pytest.fail(f"--format {fmt}: netsurvey sql hung after its reader left")
+        assert rc in (0, 1), rc
+        assert p.stderr.read() == b"", fmt
+
+
+def test_copy_is_refused_in_one_line(db):
+    """COPY ... TO STDOUT left the connection unable to roll back, and psycopg's warning
+    about it was a second line on stderr."""
+    for q in ("COPY (SELECT 1) TO STDOUT", "COPY target FROM STDIN"):
+        r = run_cli("sql", q, dsn=db.dsn)
+        assert r.returncode == 2, r.stdout
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

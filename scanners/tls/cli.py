@@ -56,7 +56,9 @@ def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> 
 def _positive(name: str, v: float) -> float:
     if not v > 0:
         raise UsageError(f"{name} must be positive")
-    return v
+    from netsurvey.config import finite   # inf reached the database as JSON 'Infinity': an internal error
+
+    return finite(v, name)
 
 
 def _print(summary: dict, as_json: bool) -> None:
@@ -95,7 +97,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _positive("--timeout", timeout)
         if deadline is not None:
             _positive("--deadline", deadline)
-        if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or interval < 0:
+        if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or not 0 <= interval < float("inf"):
             raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
         hosts = _hosts(list_name, top, target)
         opts = TlsOptions(versions=versions, port=port, timeout=timeout, deadline=deadline, verify=not no_verify,
@@ -187,13 +189,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError(f"--shard: expected I/N with 0 <= I < N, got {shard!r}") from None
         if family not in (4, 6):
             raise UsageError("--family must be 4 or 6")
+        if concurrency < 1:   # 0 was taken: a scan that waits for ever
+            raise UsageError(f"--concurrency: must be at least 1 (got {concurrency})")
         group_map = read_groups(groups) if groups else None
         if group_map is not None:
             hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
         else:
             hosts = _hosts(list_name, top, target)
         opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls), shard=(i, n),
-                             timeout=timeout, verify=not no_verify)
+                             timeout=_positive("--timeout", timeout), verify=not no_verify)
         _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
                           concurrency=concurrency), as_json)
 
