@@ -94,12 +94,25 @@ def _orphans() -> list[int]:
 
 
 # -- the manager ------------------------------------------------------------------------
+def _build_hash(config_path: Path) -> str:
+    """What a running testbed was built from: its config file AND the testbed's own code
+    (the servers' command lines and generated configs live there). A testbed built by
+    other code (an older checkout, a CI clone after a change) is rebuilt by `up`, not taken
+    as up with stale servers."""
+    h = hashlib.sha256(config_path.read_bytes())
+    here = Path(__file__).resolve().parent
+    for f in sorted(p for ext in ("*.py", "*.go", "*.java") for p in here.rglob(ext)
+                    if "__pycache__" not in p.parts):
+        h.update(str(f.relative_to(here)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class Testbed:
     def __init__(self, cfg: TestbedConfig, config_path: Path):
         self.cfg = cfg
         self.config_path = Path(config_path).resolve()
         self.dir = state_dir()
-        self.config_hash = hashlib.sha256(self.config_path.read_bytes()).hexdigest()[:16]
+        self.config_hash = _build_hash(self.config_path)
 
     # paths
     @property

@@ -216,12 +216,21 @@ CASES: dict[str, Case] = {
                              targets={"198.18.2.63"},
                              na={p: "fixed testbed experiments (servers that observe the browser), not a target list"
                                  for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
+    # the browser's revisit timing (issue 25) runs only in the timing testbed's vantage
+    # (nstt-vantage, behind the delay line), which this lab cannot reach: its dry run and a
+    # blocked server are checked by a sniffer on the timing link in tests/test_browser_revisit.py
+    "browser-revisit": Case(("browser", "revisit"), [], ["--browser", "chromium", "--repeat", "1"], "timing.test",
+                            targets={"198.18.250.2", "2001:2:0:250::2"},
+                            na={p: "runs only in the timing testbed's vantage namespace, which the promise lab cannot "
+                                   "reach (tests/test_browser_revisit.py sniffs the timing link for the dry run and "
+                                   "a blocked server); a browser's own connections are not paced or sharded"
+                                for p in ("dry_run", "blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
 }
 
 #: when netsurvey.measure does not exist yet: every command that contacts the network
 FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "tls-zgrab", "quic-discover", "quic",
             "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion",
-            "browser-lifetime", "handshake-timing"]
+            "browser-lifetime", "handshake-timing", "browser-revisit"]
 
 
 def _measurements() -> tuple[list[str], str]:
