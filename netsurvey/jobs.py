@@ -158,7 +158,7 @@ def _shard_main(spec_json: str, shard: tuple[int, int, int, int], env: dict[str,
     sys.exit(_run_shard_here(spec_json, shard, config_path))
 
 
-def _run_shard_here(spec_json: str, shard: tuple[int, int, int, int], config_path: Optional[str]) -> int:
+def _run_shard_here(spec_json: str, shard: tuple, config_path: Optional[str]) -> int:
     from rich.console import Console
 
     from netsurvey.clictx import state
@@ -341,7 +341,9 @@ def run_local(db: Database, spec, procs: int, *, on_shard=None) -> LocalRun:
     config = _config_for_shards(spec.config_path)
 
     def start(shard: int, attempt: int):
-        p = ctx.Process(target=_shard_main, args=(spec_json, (shard, procs, run_id, attempt), _shard_env(db.dsn),
+        # (index, count, run, attempt, round, keep_on_interrupt): nothing retries a --procs
+        # shard after a SIGTERM, so it keeps what it has, as an inline run does
+        p = ctx.Process(target=_shard_main, args=(spec_json, (shard, procs, run_id, attempt, 0, True), _shard_env(db.dsn),
                                                   os.getpid(), config), name=f"shard-{run_id}-{shard}")
         p.start()
         return p

@@ -244,7 +244,7 @@ def _interrupted(ctx: RunContext) -> None:
     from .writer import flush_all_open
 
     ctx.interrupted = True
-    if ctx.shard is not None:
+    if ctx.shard is not None and not ctx.shard.keep_on_interrupt:
         return  # the shard's transaction is never committed: its retry starts clean
     flush_all_open()
     for run in ctx.runs:

@@ -18,13 +18,19 @@ from typing import Any, Iterator, Optional
 @dataclass(frozen=True)
 class ShardSpec:
     """Shard ``index`` of ``count`` of the queued run ``run_id`` (attempt ``attempt``), in
-    round ``round`` of a campaign run (0 = a run without rounds; see campaign.py)."""
+    round ``round`` of a campaign run (0 = a run without rounds; see campaign.py).
+
+    ``keep_on_interrupt``: a shard stopped by a signal commits what it has (its rows, the
+    targets in flight as interrupted) as a 'failed' shard, as an inline run keeps its rows.
+    True for ``--procs`` (nothing retries those shards); False for queued shards, which
+    commit nothing when stopped because a worker retries them whole."""
 
     index: int
     count: int
     run_id: int
     attempt: int = 1
     round: int = 0
+    keep_on_interrupt: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,13 +67,16 @@ class Run:
         from . import runctx, shard
 
         ctx = runctx.current()
-        if shard.current() is not None:
-            if ctx is not None and ctx.interrupted:
+        spec = shard.current()
+        if spec is not None:
+            stopped = ctx is not None and ctx.interrupted
+            if stopped and not spec.keep_on_interrupt:
                 return  # stopped by a signal: commit nothing, the shard is retried whole
             from .writer import flush_all_open
 
             flush_all_open()  # every buffered row into the shard's transaction, then commit it with its job_shard row
-            shard.commit_shard(self.db.dsn, "finished" if status == "finished" else "failed", counts or {})
+            shard.commit_shard(self.db.dsn, "finished" if status == "finished" and not stopped else "failed",
+                               counts or {})
             return
         with self.db.connect() as conn:
             # the first end wins: a dry run's 'cancelled' is not overwritten by a command's

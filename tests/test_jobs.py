@@ -374,7 +374,7 @@ def test_sigterm_to_a_procs_run_ends_it_failed_and_stops_its_shards(db, tmp_path
     """SIGTERM to `scan ... --procs 2` killed the parent at once (Python's default action):
     its shards died with it by SIGKILL and the run stayed 'running' for ever (review
     attack, issue 20). Now the parent passes SIGTERM on to its shards, waits for them and
-    ends the run 'failed' (exit 143). A local server that accepts and never answers keeps
+    ends the run 'failed' (exit 143), and the stopped shard keeps its rows. A local server that accepts and never answers keeps
     the TLS handshake in flight."""
     import socket
 
@@ -407,5 +407,14 @@ def test_sigterm_to_a_procs_run_ends_it_failed_and_stops_its_shards(db, tmp_path
     assert rc == 128 + signal.SIGTERM, (rc, p.stderr.read()[-2000:])
     assert not [c for c in children if Path(f"/proc/{c}").exists()], "a shard outlived the run"
     with psycopg.connect(db.dsn) as c:
-        status, shards = c.execute("SELECT status, shards FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()
+        run_id, status, shards = c.execute("SELECT id, status, shards FROM scan_run ORDER BY id DESC LIMIT 1"
+                                           ).fetchone()
+        # nothing retries a --procs shard: like an inline run, it keeps what it has - the
+        # target in flight, recorded as interrupted (it was contacted), in a 'failed' shard
+        kept = c.execute("SELECT count(*) FROM handshake_timing_sample WHERE run_id = %s AND error LIKE "
+                         "'interrupted%%'", (run_id,)).fetchone()[0]
+        shard_status = sorted(s for (s,) in c.execute("SELECT status FROM job_shard WHERE run_id = %s", (run_id,)))
     assert shards == 2 and status == "failed", status
+    assert kept == 1, kept
+    # the probing shard committed as 'failed' (the other may have ended before or with it)
+    assert "failed" in shard_status and len(shard_status) <= 2, shard_status
