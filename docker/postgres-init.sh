@@ -36,5 +36,15 @@ REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), pg_cancel_back
   pg_reload_conf(), pg_rotate_logfile() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), pg_cancel_backend(integer)
   TO netsurvey_owner, netsurvey_writer;
+-- advisory locks: owner and writer only (the read-only role could hold one and stall migrations)
+DO $$
+DECLARE f text;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure::text FROM pg_proc p
+           WHERE p.proname ~ '^pg_(try_)?advisory(_xact)?_lock(_shared)?$' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO netsurvey_owner, netsurvey_writer', f);
+  END LOOP;
+END $$;
 SQL
 } | "$PSQL" -v ON_ERROR_STOP=1 -q -d postgres

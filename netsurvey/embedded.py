@@ -375,11 +375,20 @@ def _wait_ready(data_dir: Path, timeout_s: float) -> Postmaster:
 
 #: Run as the bootstrap superuser in template1 and in the netsurvey database (so every
 #: database created later inherits the revocations). Idempotent.
-REVOKE_SQL = """
+#: Advisory locks (PostgreSQL grants them to PUBLIC): migrations and the writers serialise
+#: on them, so the read-only `sql` role could hold one for its whole statement timeout and
+#: stall `db migrate` (found by the issue-20 adversary). Only owner and writer keep them.
+ADVISORY_LOCK_FUNCTIONS = ", ".join(
+    f"pg_{t}advisory{x}_lock{s}({a})" for t in ("", "try_") for x in ("", "_xact") for s in ("", "_shared")
+    for a in ("bigint", "integer, integer"))
+
+REVOKE_SQL = f"""
 REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), pg_cancel_backend(integer),
   pg_reload_conf(), pg_rotate_logfile() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), pg_cancel_backend(integer)
   TO netsurvey_owner, netsurvey_writer;
+REVOKE EXECUTE ON FUNCTION {ADVISORY_LOCK_FUNCTIONS} FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {ADVISORY_LOCK_FUNCTIONS} TO netsurvey_owner, netsurvey_writer;
 """
 
 ROLES_SQL = f"""

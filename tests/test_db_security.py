@@ -178,6 +178,9 @@ def embedded_cwd():
     ("select pg_terminate_backend(pid) from pg_stat_activity", "permission denied for function pg_terminate_backend"),
     ("select pg_cancel_backend(pg_backend_pid())", "permission denied for function pg_cancel_backend"),
     ("select pg_reload_conf()", "permission denied for function pg_reload_conf"),
+    # an advisory lock held by a reader would stall `db migrate` (issue 20 adversary)
+    ("select pg_advisory_lock(727274), pg_sleep(1)", "permission denied for function pg_advisory_lock"),
+    ("select pg_try_advisory_xact_lock(1, 2)", "permission denied for function pg_try_advisory_xact_lock"),
     ("select lo_import('/etc/passwd')", "permission denied for function lo_import"),
     ("delete from target", "read-only transaction"),
     ("create table evil (x int)", "read-only transaction"),
