@@ -321,3 +321,25 @@ def test_the_contact_string_reaches_the_server(db, testbed, tmp_path):
     log = state_dir() / "nginx" / "logs" / "access.log"
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if marker in ln] if log.exists() else []
     assert lines and all("HEAD / HTTP/1.1" in ln and f"(+research scan {marker})" in ln for ln in lines), lines
+
+
+def test_key_logs_of_killed_scanners_are_swept(tmp_path):
+    """A scanner killed by SIGKILL never closes its key log (TLS secrets, mode 0600): the
+    next KeyLog removes files of dead processes, keeps those of live ones (issue 20
+    adversary)."""
+    import os
+    import subprocess
+
+    from scanners.tls.tls13 import KEYLOG_PREFIX, _sweep_stale_keylogs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{KEYLOG_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{KEYLOG_PREFIX}{os.getpid()}-def"
+    old_unnamed = tmp_path / f"{KEYLOG_PREFIX}x8k2"
+    new_unnamed = tmp_path / f"{KEYLOG_PREFIX}y9q1"
+    for p in (stale, live, old_unnamed, new_unnamed):
+        p.write_text("CLIENT_RANDOM x y\n")
+    os.utime(old_unnamed, (0, 0))
+    assert _sweep_stale_keylogs(str(tmp_path)) == 2
+    assert not stale.exists() and not old_unnamed.exists() and live.exists() and new_unnamed.exists()

@@ -34,13 +34,39 @@ def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, 
     return HKDFExpand(hash_cls(), length, info).derive(secret)
 
 
+#: Key log files are named KEYLOG_PREFIX + pid + "-" + random in the temporary directory
+#: (mode 0600): each holds TLS secrets of its process's connections.
+KEYLOG_PREFIX = "netsurvey-tls-keylog-"
+
+
+def _sweep_stale_keylogs(tmpdir: Optional[str] = None, older_than_s: float = 86400.0) -> int:
+    """Remove key log files a killed scanner left behind (its close() never ran): those
+    whose process is gone, and unnamed older ones (before the pid was in the name) after a
+    day. Returns how many were removed."""
+    import time
+
+    removed = 0
+    for p in Path(tmpdir or tempfile.gettempdir()).glob(KEYLOG_PREFIX + "*"):
+        pid = p.name[len(KEYLOG_PREFIX):].split("-", 1)[0]
+        try:
+            stale = (not Path(f"/proc/{pid}").exists()) if pid.isdigit() and "-" in p.name[len(KEYLOG_PREFIX):] \
+                else time.time() - p.stat().st_mtime > older_than_s
+            if stale and p.stat().st_uid == os.geteuid():
+                p.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 class KeyLog:
     """An NSS key log file that OpenSSL appends to; secrets are looked up by client random.
     One per scanner process; lines are read incrementally and forgotten once used."""
 
     def __init__(self, path: Optional[Path] = None):
         if path is None:
-            fd, name = tempfile.mkstemp(prefix="netsurvey-tls-keylog-")
+            _sweep_stale_keylogs()
+            fd, name = tempfile.mkstemp(prefix=f"{KEYLOG_PREFIX}{os.getpid()}-")
             os.close(fd)
             path = Path(name)
             self._owned = True
