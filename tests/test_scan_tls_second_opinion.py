@@ -134,7 +134,12 @@ def test_testssl_only_against_the_testbed(db):
 @pytest.mark.parametrize("args", [["--target", "127.0.0.1"], ["--target", "x.test=not-an-ip"],
                                   ["--target", "x.test=127.0.0.1", "--client", "curl"],
                                   ["--target", "x.test=127.0.0.1", "--timeout", "0"],
-                                  ["--target", "x.test=127.0.0.1", "--ca-file", "/nonexistent.pem"]])
+                                  ["--target", "x.test=127.0.0.1", "--ca-file", "/nonexistent.pem"],
+                                  # testssl.sh word-splits the hostname into s_client's argv
+                                  # (-servername $NODE): these would add -connect / pick port 25
+                                  ["--target", "x.test -connect 127.0.0.1:9=127.0.0.1", "--client", "testssl"],
+                                  ["--target", "x.test:25/=127.0.0.1", "--client", "testssl"],
+                                  ["--target", "x$(id).test=127.0.0.1"]])
 def test_bad_input_is_one_line_exit_2(db, args):
     r = run_cli("scan", "tls-second-opinion", *args, dsn=db.dsn)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

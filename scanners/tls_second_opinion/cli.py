@@ -94,13 +94,18 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     def _target(text: str, port: int):
         from netsurvey.scanning import ScanTarget
 
+        from .testssl import hostname_ok
+
         host, sep, addr = text.partition("=")
         try:
             if not sep or not host.strip():
                 raise ValueError
-            return ScanTarget(host.strip().lower().rstrip("."), str(ipaddress.ip_address(addr.strip())), port)
+            name = host.strip().lower().rstrip(".")
+            if not hostname_ok(name):   # it reaches testssl.sh, which word-splits it into s_client's argv
+                raise ValueError
+            return ScanTarget(name, str(ipaddress.ip_address(addr.strip())), port)
         except ValueError:
-            raise UsageError(f"--target {text!r}: expected HOST=ADDRESS") from None
+            raise UsageError(f"--target {text!r}: expected HOST=ADDRESS (HOST a DNS name)") from None
 
 
 def _client_version(client: str) -> str:

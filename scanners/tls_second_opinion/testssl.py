@@ -55,6 +55,25 @@ esac
 """
 
 
+#: A DNS name (letters, digits, '-', '_' in dot-separated labels) or an IP address: testssl.sh
+#: puts the hostname unquoted into openssl s_client's command line (``SNI="-servername $NODE"``,
+#: then ``$OPENSSL s_client ... $SNI``), so anything else (a space, a '/', ':') would become
+#: further s_client options (``-connect``, ``-proxy``: a packet to any address) or another port.
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*",
+                       re.IGNORECASE)
+
+
+def hostname_ok(name: str) -> bool:
+    """Whether ``name`` may be handed to testssl.sh (and any client) as a hostname."""
+    if _HOSTNAME.fullmatch(name):
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
 def testbed_only(address: str) -> bool:
     a = ipaddress.ip_address(address)
     return any(a in n for n in TESTBED_NETS)
@@ -103,6 +122,8 @@ def parse(findings: list[dict], noted: list[str]) -> list[tuple[str, Optional[st
 async def run(exe: str, address: str, port: int, hostname: Optional[str], timeout_s: float,
               ca_file: Optional[str] = None):
     """One testssl.sh -S run; returns (parse() tuples, error or None)."""
+    if hostname is not None and not hostname_ok(hostname) or not testbed_only(address):
+        return [], "client: refused (hostname not a DNS name or address not in the testbed)"
     openssl = shutil.which("openssl") or "/usr/bin/openssl"
     with tempfile.TemporaryDirectory(prefix="netsurvey-testssl-") as d:
         log, wrapper, js = Path(d) / "noted", Path(d) / "openssl", Path(d) / "out.json"
