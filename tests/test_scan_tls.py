@@ -343,3 +343,25 @@ def test_key_logs_of_killed_scanners_are_swept(tmp_path):
     os.utime(old_unnamed, (0, 0))
     assert _sweep_stale_keylogs(str(tmp_path)) == 2
     assert not stale.exists() and not old_unnamed.exists() and live.exists() and new_unnamed.exists()
+
+
+def test_key_log_sweep_leaves_links_alone(tmp_path):
+    """Only our own plain files are swept: a symlink (or hard link) another user put in /tmp
+    under a dead pid's key log name, pointing at a file of ours, stays (stat() followed it
+    and the root scanner unlinked the other user's link)."""
+    import os
+    import subprocess
+
+    from scanners.tls.tls13 import KEYLOG_PREFIX, _sweep_stale_keylogs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ours = tmp_path / "ours"
+    ours.write_text("x\n")
+    sym = tmp_path / f"{KEYLOG_PREFIX}{dead.pid}-sym"
+    sym.symlink_to(ours)
+    hard = tmp_path / f"{KEYLOG_PREFIX}{dead.pid}-hard"
+    os.link(ours, hard)
+    (tmp_path / f"{KEYLOG_PREFIX}{dead.pid}-dir").mkdir()
+    assert _sweep_stale_keylogs(str(tmp_path)) == 0
+    assert sym.is_symlink() and hard.exists() and ours.exists()

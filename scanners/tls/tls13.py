@@ -43,15 +43,21 @@ def _sweep_stale_keylogs(tmpdir: Optional[str] = None, older_than_s: float = 864
     """Remove key log files a killed scanner left behind (its close() never ran): those
     whose process is gone, and unnamed older ones (before the pid was in the name) after a
     day. Returns how many were removed."""
+    import stat
     import time
 
     removed = 0
     for p in Path(tmpdir or tempfile.gettempdir()).glob(KEYLOG_PREFIX + "*"):
         pid = p.name[len(KEYLOG_PREFIX):].split("-", 1)[0]
         try:
+            # lstat: only our own plain files (never a symlink or hard link someone else put
+            # there under our name: stat() would follow it to a file of ours)
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
+                continue
             stale = (not Path(f"/proc/{pid}").exists()) if pid.isdigit() and "-" in p.name[len(KEYLOG_PREFIX):] \
-                else time.time() - p.stat().st_mtime > older_than_s
-            if stale and p.stat().st_uid == os.geteuid():
+                else time.time() - st.st_mtime > older_than_s
+            if stale:
                 p.unlink()
                 removed += 1
         except OSError:
