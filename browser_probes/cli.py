@@ -272,6 +272,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .revisit import TRANSPORTS, VisitTiming, measure_revisits
 
+        # a browser or transport named twice is measured once (twice collided on the table's key)
+        browser, transport = list(dict.fromkeys(browser)), list(dict.fromkeys(transport))
         for b in browser:
             _check_browser(b)
         bad = [t for t in transport if t not in TRANSPORTS]

@@ -72,6 +72,28 @@ def test_chromium_revisits_resume_and_quic_0rtt_saves_one_rtt(db, timing_lte):
 
 
 @pytest.mark.root
+def test_a_browser_or_transport_named_twice_is_measured_once(db):
+    """--browser chromium,chromium --transport tls12,tls12 measured the pair twice, and the
+    second collided on browser_revisit_visit's key: an internal error, the run 'failed' and
+    no row kept (adversary). Any link profile: only the rows are counted."""
+    if os.geteuid() != 0:
+        pytest.skip("the timing testbed needs root")
+    from testbed import timing
+    from testbed.model import load_testbed_config
+
+    timing.up(load_testbed_config(), log=lambda *_: None)   # as it is when already up
+    r = _revisit(db, "--browser", "chromium,chromium", "--transport", "tls12", "--transport", "tls12",
+                 "--repeat", "1", "--json", timeout=300)
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [(x[0], x[1], x[3]) for x in _visits(db, out["run_id"])] == [("chromium", "tls12", "first"),
+                                                                        ("chromium", "tls12", "revisit")]
+    with db.connect() as conn:
+        assert conn.execute("SELECT status, parameters->'browsers', parameters->'transports' FROM scan_run "
+                            "WHERE id = %s", (out["run_id"],)).fetchone() == ("finished", ["chromium"], ["tls12"])
+
+
+@pytest.mark.root
 def test_revisit_outside_the_timing_vantage_and_bad_input_are_one_line(db, timing_lte):
     p = run_cli("--dsn", db.dsn, "browser", "revisit", "--repeat", "1", dsn=db.dsn)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "timing exec" in p.stderr, p.stderr
