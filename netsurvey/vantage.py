@@ -31,13 +31,13 @@ from .errors import UsageError
 #: Distinct destinations looked up per run (a route lookup each; sources rarely differ
 #: beyond the first few, and a million-target run must not do a million lookups).
 MAX_DESTINATIONS = 64
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 
 _last: Optional[dict] = None
 
 
 def check_name(name: str, option: str = "--vantage") -> str:
-    if not _NAME.match(name or ""):
+    if not _NAME.fullmatch(name or ""):   # fullmatch: '$' let a trailing newline through
         raise UsageError(f"{option}: {name!r} is not a vantage name (letters, digits, . _ : @ -; at most 64)")
     return name
 
@@ -84,11 +84,15 @@ def _resolvers(path: Path = Path("/etc/resolv.conf")) -> list[str]:
         w = ln.split()
         if len(w) >= 2 and w[0] == "nameserver":
             out.append(w[1].split("%")[0])
-    return out
+    return _addresses(out)   # addresses only: a name would be looked up (a DNS query) by connect()
 
 
 def source_for(dest: str) -> Optional[str]:
     """The source address the kernel would use towards ``dest`` (None without a route)."""
+    try:   # a literal address only: connect() would resolve a name (a DNS query leaves)
+        dest = str(ipaddress.ip_address(dest))
+    except ValueError:
+        return None
     fam = socket.AF_INET6 if ":" in dest else socket.AF_INET
     with socket.socket(fam, socket.SOCK_DGRAM) as s:
         try:

@@ -191,3 +191,39 @@ def test_default_vantage_name_is_the_hostname_and_bad_name_is_one_line(db, vanta
     r = in_ns(A, db.dsn, "scan", "dns-ecs", "--name", "ecs.example.test", "--resolver", AUTH_V4, vantage="bad name!")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--vantage" in r.stderr, r.stderr
     assert q(db, "SELECT count(*) FROM scan_run") == before
+
+
+def test_source_lookup_never_resolves_a_name(tmp_path):
+    """The source lookup is a UDP connect() towards addresses only: a resolv.conf naming its
+    resolver by name (or with odd content) and any name given to source_for were passed to
+    connect(), which resolves them (a DNS query to the system's resolver, off the testbed:
+    strace showed connect() to resolv.conf's nameserver). Run in an empty network namespace
+    (nothing can leave) under strace: every connect() goes to one of the literal addresses;
+    and a vantage name with a trailing newline is refused (adversary)."""
+    import shutil
+
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver dns-adv2.example.test\nnameserver 198.18.1.53#53\nnameserver\n"
+                    "nameserver fe80::1%eth0\nnameserver 198.18.1.53\noptions ndots:5\n")
+    code = f"""
+from pathlib import Path
+from netsurvey import vantage
+found = vantage._resolvers(Path({str(conf)!r}))
+vantage.source_addresses(found + ["dns-adv2.example.test", "198.18.1.53#53"])
+print(found)
+"""
+    p = subprocess.run(["unshare", "-n", "strace", "-f", "-e", "trace=connect,sendto,sendmsg,sendmmsg", sys.executable,
+                        "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['fe80::1', '198.18.1.53']", p.stdout
+    inet = [ln for ln in p.stderr.splitlines() if "AF_INET" in ln]
+    assert inet and all('"198.18.1.53"' in ln or '"fe80::1"' in ln for ln in inet), inet
+    assert not [ln for ln in p.stderr.splitlines() if "send" in ln and "AF_UNIX" not in ln], p.stderr
+    from netsurvey.errors import UsageError
+    from netsurvey.vantage import check_name
+
+    assert check_name("vant-a") == "vant-a"
+    with pytest.raises(UsageError):
+        check_name("vant-a\n")
