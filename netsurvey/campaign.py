@@ -42,9 +42,13 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
         raise UsageError(f"rounds must be between 1 and {MAX_ROUNDS}")
     if not interval_s >= 0:
         raise UsageError("interval must be >= 0 seconds")
+    start = start_at or dt.datetime.now(dt.timezone.utc)
+    try:   # the last round's due time must be a date (10 000 x 365d is not: OverflowError)
+        start + dt.timedelta(seconds=(rounds - 1) * interval_s)
+    except OverflowError:
+        raise UsageError(f"{rounds} rounds x {interval_s:g} s end after the year 9999") from None
     db.migrate()
     ensure_queue_schema(db, make_app(db.dsn))
-    start = start_at or dt.datetime.now(dt.timezone.utc)
     spec_d = json.loads(spec.to_json())
     with db.connect() as conn:
         run_id = _insert_queued_run(conn, spec, shards, note)

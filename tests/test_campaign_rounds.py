@@ -146,3 +146,12 @@ def test_schedule_start_bad_entry_is_one_line(db, tmp_path):
     r = run_cli("schedule", "start", "bad", "--schedule", str(sched), dsn=db.dsn)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert q(db, "SELECT count(*) FROM scan_run") == [(0,)]
+
+
+def test_schedule_start_past_the_year_9999_is_one_line(db, tmp_path):
+    """10 000 rounds x 365d: the last round's due time is no date; it was an internal error
+    (OverflowError) after migrating (adversary)."""
+    sched = schedule_file(tmp_path, "far", 10000, "365d", 1, ["scan", "tfo", "--list", "x"])
+    r = run_cli("schedule", "start", "far", "--schedule", str(sched), dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "9999" in r.stderr, r.stderr
+    assert q(db, "SELECT count(*) FROM scan_run") == [(0,)]
