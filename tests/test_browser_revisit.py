@@ -93,6 +93,16 @@ def test_a_browser_or_transport_named_twice_is_measured_once(db):
                             "WHERE id = %s", (out["run_id"],)).fetchone() == ("finished", ["chromium"], ["tls12"])
 
 
+def test_savings_plot_of_another_kind_of_run_is_one_line(db, tmp_path):
+    """plot browser-revisit-savings --run N of another kind wrote an empty figure, exit 0
+    (adversary)."""
+    with db.connect() as conn:
+        rid = conn.execute("INSERT INTO scan_run (kind, status) VALUES ('tls', 'finished') RETURNING id").fetchone()[0]
+    r = run_cli("plot", "browser-revisit-savings", "--run", str(rid), "--out", str(tmp_path), dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'tls' run" in r.stderr, r.stderr
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.root
 def test_revisit_outside_the_timing_vantage_and_bad_input_are_one_line(db, timing_lte):
     p = run_cli("--dsn", db.dsn, "browser", "revisit", "--repeat", "1", dsn=db.dsn)
