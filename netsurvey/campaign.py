@@ -28,6 +28,9 @@ from .errors import UsageError
 
 #: A campaign of more rounds than this is a typo (10 000 x 5 min is a month).
 MAX_ROUNDS = 10_000
+#: Jobs (rounds x shards) one campaign may queue: all are built in memory and deferred in
+#: one transaction (a schedule entry with shards = 100 000 000 grew past 4 GB).
+MAX_JOBS = 100_000
 
 
 def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: float, *, note: str | None = None,
@@ -36,12 +39,16 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
     ``start_at``, default now), each as ``shards`` jobs. Returns the run id."""
     from .jobs import QUEUE, TASK_NAME, _insert_queued_run, ensure_queue_schema, make_app
 
-    if not 1 <= shards:
-        raise UsageError("shards must be at least 1")
+    from .measure import MAX_SHARDS
+
+    if not 1 <= shards <= MAX_SHARDS:
+        raise UsageError(f"shards must be between 1 and {MAX_SHARDS}")
     if not 1 <= rounds <= MAX_ROUNDS:
         raise UsageError(f"rounds must be between 1 and {MAX_ROUNDS}")
     if not interval_s >= 0:
         raise UsageError("interval must be >= 0 seconds")
+    if rounds * shards > MAX_JOBS:
+        raise UsageError(f"{rounds} rounds x {shards} shards: more than {MAX_JOBS} jobs in one campaign")
     start = start_at or dt.datetime.now(dt.timezone.utc)
     try:   # the last round's due time must be a date (10 000 x 365d is not: OverflowError)
         start + dt.timedelta(seconds=(rounds - 1) * interval_s)

@@ -155,3 +155,13 @@ def test_schedule_start_past_the_year_9999_is_one_line(db, tmp_path):
     r = run_cli("schedule", "start", "far", "--schedule", str(sched), dsn=db.dsn)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "9999" in r.stderr, r.stderr
     assert q(db, "SELECT count(*) FROM scan_run") == [(0,)]
+
+
+@pytest.mark.parametrize("rounds,shards", [(1, 100_000_000), (2, 10_001), (10_000, 11)])
+def test_schedule_start_too_many_jobs_is_one_line(db, tmp_path, rounds, shards):
+    """A schedule entry's shards had no bound (--shards has 10 000): shards = 100 000 000
+    built every job in memory (past 4 GB before it was stopped) (adversary)."""
+    sched = schedule_file(tmp_path, "big", rounds, "1s", shards, ["scan", "tfo", "--list", "x"])
+    r = run_cli("schedule", "start", "big", "--schedule", str(sched), dsn=db.dsn, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert q(db, "SELECT count(*) FROM scan_run") == [(0,)]
