@@ -86,6 +86,10 @@ class ScheduleEntry(BaseModel):
                 raise ValueError(f"invalid cron expression {self.cron!r}")
         if not self.command or self.command[0] != "scan":
             raise ValueError("command must be a 'scan ...' argv")
+        from .measure import MAX_SHARDS
+
+        if not 1 <= self.shards <= MAX_SHARDS:   # as --shards; cron entries are queued by workers
+            raise ValueError(f"shards must be between 1 and {MAX_SHARDS}")
         return self
 
 

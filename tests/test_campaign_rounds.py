@@ -165,3 +165,12 @@ def test_schedule_start_too_many_jobs_is_one_line(db, tmp_path, rounds, shards):
     r = run_cli("schedule", "start", "big", "--schedule", str(sched), dsn=db.dsn, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert q(db, "SELECT count(*) FROM scan_run") == [(0,)]
+
+
+def test_schedule_cron_entry_with_too_many_shards_is_refused(tmp_path):
+    """A cron entry's shards are queued by a worker when due: bounded like --shards."""
+    f = tmp_path / "schedule.toml"
+    f.write_text('[[schedule]]\nname = "c"\ncron = "0 3 * * *"\ncommand = ["scan", "tfo", "--list", "x"]\n'
+                 "shards = 100000000\n")
+    r = run_cli("schedule", "list", "--schedule", str(f))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "shards" in r.stderr, r.stderr
