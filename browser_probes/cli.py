@@ -220,6 +220,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .lifetime import STATES, run_lifetime
 
+        browser = list(dict.fromkeys(browser))   # named twice: once (twice collided on browser_lifetime's key)
         for b in browser:
             _check_browser(b)
         states = list(STATES) if "all" in state_ else list(dict.fromkeys(state_))
