@@ -26,6 +26,8 @@ import math
 from dataclasses import replace
 from statistics import mean
 
+from psycopg import sql
+
 from .engine import cdf
 from .figures import FigureContext, figure
 from .style import new_figure
@@ -70,12 +72,13 @@ def load_breakdown(ctx: FigureContext) -> None:
 
     runs = _runs(ctx)
     with ctx.db.connect() as conn:
-        res = conn.execute(f"SELECT browser, count(*)::int, {', '.join(f'avg({c})' for c in CATEGORIES)}, avg(load_ms)"
-                           " FROM blast_resource_time WHERE run_id = ANY(%s) AND events_ordered GROUP BY 1 ORDER BY 1",
+        means = sql.SQL(", ").join(sql.SQL("avg({})").format(sql.Identifier(c)) for c in CATEGORIES)
+        res = conn.execute(sql.SQL("SELECT browser, count(*)::int, {}, avg(load_ms) FROM blast_resource_time"
+                                   " WHERE run_id = ANY(%s) AND events_ordered GROUP BY 1 ORDER BY 1").format(means),
                            (list(runs),)).fetchall()
-        pages = conn.execute(f"SELECT browser, count(*)::int, {', '.join(f'avg({c})' for c in CATEGORIES)},"
-                             " avg(uncategorized_ms), avg(path_end_ms), avg(page_load_time_ms) FROM blast_page_time"
-                             " WHERE run_id = ANY(%s) GROUP BY 1 ORDER BY 1", (list(runs),)).fetchall()
+        pages = conn.execute(sql.SQL("SELECT browser, count(*)::int, {}, avg(uncategorized_ms), avg(path_end_ms),"
+                                     " avg(page_load_time_ms) FROM blast_page_time WHERE run_id = ANY(%s)"
+                                     " GROUP BY 1 ORDER BY 1").format(means), (list(runs),)).fetchall()
     if not res:
         raise UsageError(f"{ctx.name}: no resource with all five BLAST events in run(s) {', '.join(map(str, runs))}")
     ok, bad = _excluded(ctx, runs)

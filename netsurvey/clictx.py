@@ -108,7 +108,8 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     run = start_run(db, kind, parameters, packages=packages, namespace=namespace)
     from .vantage import record as record_vantage
 
-    record_vantage(db, run.id, targets, parameters)  # name and source addresses (getsockname), issue 26
+    # name and source addresses (getsockname, towards allowed destinations only), issue 26
+    record_vantage(db, run.id, targets, parameters, allowed=policy.allowed)
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
 
 

@@ -121,22 +121,27 @@ def _option_addresses(parameters: Optional[dict]) -> list[str]:
     return _addresses([v for v in vals if isinstance(v, str)])
 
 
-def describe(targets=None, parameters: Optional[dict] = None) -> dict:
-    """{"name": ..., "sources": {...}, "sources_towards": "targets" | "options" | "resolvers"}."""
-    dests = _addresses(targets)
+def describe(targets=None, parameters: Optional[dict] = None, allowed=None) -> dict:
+    """{"name": ..., "sources": {...}, "sources_towards": "targets" | "options" | "resolvers"}.
+    ``allowed`` (the run's address policy): only destinations it allows are looked up - a
+    route lookup sends nothing, but a blocked or reserved address is not even connect()ed."""
+    def ok(addrs: list[str]) -> list[str]:
+        return [a for a in addrs if allowed is None or allowed(a)]
+
+    dests = ok(_addresses(targets))
     towards = "targets"
     if not dests:
-        dests, towards = _option_addresses(parameters), "options"
+        dests, towards = ok(_option_addresses(parameters)), "options"
     if not dests:
-        dests, towards = _resolvers(), "resolvers"
+        dests, towards = ok(_resolvers()), "resolvers"
     return {"name": vantage_name(), "sources": source_addresses(dests), "sources_towards": towards}
 
 
-def record(db, run_id: int, targets=None, parameters: Optional[dict] = None) -> dict:
+def record(db, run_id: int, targets=None, parameters: Optional[dict] = None, allowed=None) -> dict:
     """Merge this process's vantage into ``scan_run.vantage`` (unless a shard before us
     recorded one) and keep it for the shard's ``job_shard`` row."""
     global _last
-    v = describe(targets, parameters)
+    v = describe(targets, parameters, allowed)
     _last = v
     with db.connect() as conn:
         conn.execute("UPDATE scan_run SET vantage = vantage || %s::jsonb WHERE id = %s AND NOT vantage ? 'name'",
