@@ -139,8 +139,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         bad = [t for t in names if t not in TESTS]
         if bad:
             raise UsageError(f"--test: unknown experiment {bad[0]!r} (use {', '.join(TESTS)} or all)")
-        if any(w < 0 for w in wait):
-            raise UsageError("--wait must not be negative")
+        if any(not w >= 0 or w == float("inf") for w in wait):
+            raise UsageError("--wait must be a finite number of seconds, not negative")
+        wait = list(dict.fromkeys(wait))   # a wait given twice is measured once (rows are keyed by it)
         truth = _ground_truth()
         exps = experiments(truth)
         qexps = quic_experiments(truth)

@@ -137,11 +137,16 @@ def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the
     """Run CMD in the timing testbed's vantage namespace with the testbed CA trusted."""
     from .timing import netns_name
 
+    from . import netns
+
     tb = _testbed(None, use_running=False)
+    ns = netns_name(tb.cfg.timing.vantage_ns)
+    if ns not in netns.list_netns():
+        raise UsageError(f"the timing testbed is not up (no namespace {ns}): netsurvey testbed timing up")
     env = dict(os.environ)
     env.update(tb.exec_env())
     sys.stdout.flush()
-    argv = ["ip", "netns", "exec", netns_name(tb.cfg.timing.vantage_ns), *cmd]
+    argv = ["ip", "netns", "exec", ns, *cmd]
     os.execvpe(argv[0], argv, env)
 
 

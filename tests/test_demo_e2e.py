@@ -30,6 +30,7 @@ def test_campaign_guide_has_a_dozen_queries():
     assert [q for q, _ in qs] == [f"q{i:02d}" for i in range(1, len(qs) + 1)]
 
 
+@pytest.mark.slow   # ~6 min (353 s in the 2026-11-24 CI rehearsal); test_cli runs the demo once in make test
 @pytest.mark.timeout(1800)
 def test_demo_twice_all_steps_ok_and_queries_run(server_reachable_dir, testbed):
     tmp_path = server_reachable_dir  # the embedded server's own user must be able to enter it

@@ -418,3 +418,23 @@ def test_sigterm_to_a_procs_run_ends_it_failed_and_stops_its_shards(db, tmp_path
     assert kept == 1, kept
     # the probing shard committed as 'failed' (the other may have ended before or with it)
     assert "failed" in shard_status and len(shard_status) <= 2, shard_status
+
+
+def test_a_signal_during_the_shard_commit_is_delivered_after_it():
+    """SIGTERM between a shard's job_shard row and its commit cut the commit in two (the
+    issue-20 adversary): the handler's second commit found the row, rolled back, and the
+    shard lost its rows. Signals inside netsurvey.shard.signals_deferred wait for its end."""
+    import signal as sig
+
+    from netsurvey.shard import signals_deferred
+
+    fired: list[str] = []
+    old = sig.signal(sig.SIGTERM, lambda *_: fired.append("handler"))
+    try:
+        with signals_deferred():
+            os.kill(os.getpid(), sig.SIGTERM)
+            time.sleep(0.05)
+            fired.append("commit")
+        assert fired == ["commit", "handler"], fired
+    finally:
+        sig.signal(sig.SIGTERM, old)
