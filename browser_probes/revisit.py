@@ -129,6 +129,8 @@ def _pair(server: RevisitServer, browser: str, transport: str, rep: int,
                           spki_hashes=(spki_sha256_b64(server.quic_certfile),) if quic else ())
     b = None
     version = ""
+    # the servers' logs grow for ever: read only what this pair's visits appended
+    since = {log: _size(log) for log in (server.nginx_log, server.quic_log)}
     seen: dict[str, dict] = {}
     errors: dict[str, str] = {}
     try:
@@ -153,7 +155,8 @@ def _pair(server: RevisitServer, browser: str, transport: str, rep: int,
     time.sleep(0.2)   # the server's log line follows the response
     # a browser may fall back from HTTP/3 to TCP (Firefox does on revisits under delay): the
     # TCP server's log then has the visit
-    evidence = {**_nginx_evidence(server.nginx_log, urls), **(_quic_evidence(server.quic_log, urls) if quic else {})}
+    evidence = {**_nginx_evidence(_appended(server.nginx_log, since[server.nginx_log]), urls),
+                **(_quic_evidence(_appended(server.quic_log, since[server.quic_log]), urls) if quic else {})}
     out = []
     for v, url in urls.items():
         nav = seen.get(v)
@@ -177,19 +180,34 @@ def _ms(x) -> Optional[float]:
     return None if x is None else round(float(x), 3)
 
 
-def _nginx_evidence(path: Path, urls: dict[str, str]) -> dict[str, dict]:
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _appended(path: Path, offset: int) -> list[str]:
+    """The lines ``path`` gained since it was ``offset`` bytes long."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _nginx_evidence(lines: list[str], urls: dict[str, str]) -> dict[str, dict]:
     """url -> what nginx logged for its request (the timing testbed's ``revisit`` log format:
     JSON with protocol, session_reused 'r' or '.', early_data '1' or '')."""
     want = {"/" + u.split("/", 3)[3]: u for u in urls.values()}
     out: dict[str, dict] = {}
-    try:
-        lines = path.read_text(errors="replace").splitlines()[-2000:]
-    except OSError:
-        return out
     for ln in lines:
         try:
             rec = json.loads(ln)
         except ValueError:
+            continue
+        if not isinstance(rec, dict):
             continue
         url = want.get(rec.get("uri", ""))
         if url and url not in out:
@@ -198,15 +216,18 @@ def _nginx_evidence(path: Path, urls: dict[str, str]) -> dict[str, dict]:
     return out
 
 
-def _quic_evidence(path: Path, urls: dict[str, str]) -> dict[str, dict]:
+def _quic_evidence(lines: list[str], urls: dict[str, str]) -> dict[str, dict]:
     """url -> the QUIC server's account: the request event with the URL's path, and the
     connection event of the same client port (resumed, 0-RTT accepted)."""
     want = {"/" + u.split("/", 3)[3]: u for u in urls.values()}
-    try:
-        events = [json.loads(ln) for ln in path.read_text(errors="replace").splitlines()[-5000:] if ln.startswith("{")]
-    except (OSError, ValueError):
-        return {}
+    events = []
+    for ln in lines:
+        try:
+            events.append(json.loads(ln))
+        except ValueError:
+            continue
     conns = {}
+    events = [e for e in events if isinstance(e, dict)]
     for e in events:
         if e.get("event") == "connection":
             conns[(e.get("client_address"), e.get("client_port"))] = e
