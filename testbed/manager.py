@@ -133,8 +133,12 @@ class Testbed:
 
     def _up(self, log) -> State:
         st = State.load()
-        if st and st.complete and st.config_hash == self.config_hash and self.healthy(st):
-            log("testbed already up (nothing to do)")
+        keep = os.environ.get("NETSURVEY_TESTBED_KEEP") == "1"
+        if st and st.complete and (st.config_hash == self.config_hash or keep) and self.healthy(st):
+            if st.config_hash != self.config_hash:
+                log("testbed up, built by other code: kept (NETSURVEY_TESTBED_KEEP=1)")
+            else:
+                log("testbed already up (nothing to do)")
             return st
         if st or _orphans():
             log("testbed: tearing down a previous or broken instance first")
