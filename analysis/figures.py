@@ -127,24 +127,22 @@ class FigureContext:
                                    (kind,)).fetchone()
                 ids = [row[0]] if row and row[0] is not None else []
         if not ids:
-            given = f" among --run {', '.join(map(str, self.runs))}" if self.runs else ""
-            raise UsageError(f"{self.name}: no finished '{kind}' run{given} in the database")
+            if self.runs:
+                with self.db.connect() as conn:
+                    found = dict(conn.execute("SELECT id, kind FROM scan_run WHERE id = ANY(%s)", (list(self.runs),)))
+                given = ", ".join(f"{r} ({found[r]!r})" if r in found else f"{r} (no such run)" for r in self.runs)
+                raise UsageError(f"{self.name}: no '{kind}' run among --run {given}")
+            raise UsageError(f"{self.name}: no finished '{kind}' run in the database")
         self.record_runs(ids)
         return tuple(ids)
 
     def run_ids(self, kind: str) -> tuple[int, ...]:
-        """The selected runs, or the latest finished run of ``kind``. Raises UsageError if none.
-        The ids are recorded in ``notes["runs"]`` for the report."""
-        if self.runs:
-            self.record_runs(self.runs)
-            return self.runs
-        from .engine import latest_run
-
-        rid = latest_run(self.db, kind)
-        if rid is None:
-            raise UsageError(f"{self.name}: no finished '{kind}' run in the database")
-        self.record_runs((rid,))
-        return (rid,)
+        """The selected runs of ``kind`` (``--run`` ids of other kinds are left to the figures
+        that read them: ``report --run`` gives every figure the same list), or the latest
+        finished run of ``kind``. Raises UsageError if none: ``plot F --run N`` with N of
+        another kind is an error, not an empty figure. The ids are recorded in
+        ``notes["runs"]`` for the report."""
+        return self.runs_of_kind(kind)
 
     # -- what the report shows beside each figure (all optional) ------------------------
     def record_runs(self, runs) -> None:

@@ -23,12 +23,6 @@ def revisit_savings(ctx: FigureContext) -> None:
     """Time to first byte a browser saves on a revisit with TLS / QUIC state, per browser."""
     runs = ctx.run_ids("browser-revisit")
     with ctx.db.connect() as conn:
-        other = conn.execute("SELECT id, kind FROM scan_run WHERE id = ANY(%s) AND kind <> 'browser-revisit' "
-                             "ORDER BY id LIMIT 1", (list(runs),)).fetchone()
-        if other:   # else an empty figure, exit 0
-            from netsurvey.errors import UsageError
-
-            raise UsageError(f"--run {other[0]} is a '{other[1]}' run, not 'browser-revisit'")
         rows = conn.execute(
             "SELECT run_id, browser, browser_version, transport, link_profile, link_rtt_ms, pairs, revisits_resumed, "
             "revisits_early_data, first_ttfb_median_ms, revisit_ttfb_median_ms, saving_median_ms, saving_median_rtts, "

@@ -64,6 +64,21 @@ def test_tfo_support_cuts_capped_with_n(db, tmp_path):
     assert "\\toprule" in tex and "top\\_list & cut\\_rank" in tex and "all 22 & 22 & 22 &" in tex
 
 
+
+def test_a_run_of_another_kind_is_refused_and_report_keeps_each_kind(db, tmp_path):
+    """plot F --run N with N of another kind drew an empty (or wrong) figure, exit 0, for every
+    figure but browser-revisit-savings; the report, which gives every figure the same --run
+    list, still draws each figure from the runs of its own kind."""
+    with db.connect() as conn:
+        tfo = _tfo_run(conn, 3, {1})
+        tls = _run(conn, "tls")
+    r = run_cli("plot", "tfo-support-table", "--run", str(tls), "--out", str(tmp_path / "a"), dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"no 'tfo' run among --run {tls} ('tls')" in r.stderr, r.stderr
+    assert not (tmp_path / "a").exists() or not list((tmp_path / "a").iterdir())
+    out = _plot(db, "tfo-support-table", tmp_path / "b", tfo, tls)
+    assert out["notes"]["runs"] == [tfo]
+
 def _key_run(conn, spans: dict[str, float]) -> int:
     """A tls run in which each host's one key_name was seen at T0 and T0 + span."""
     rid = _run(conn, "tls", list="tls")

@@ -99,7 +99,7 @@ def test_savings_plot_of_another_kind_of_run_is_one_line(db, tmp_path):
     with db.connect() as conn:
         rid = conn.execute("INSERT INTO scan_run (kind, status) VALUES ('tls', 'finished') RETURNING id").fetchone()[0]
     r = run_cli("plot", "browser-revisit-savings", "--run", str(rid), "--out", str(tmp_path), dsn=db.dsn)
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'tls' run" in r.stderr, r.stderr
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "('tls')" in r.stderr, r.stderr
     assert not list(tmp_path.iterdir())
 
 
