@@ -78,6 +78,7 @@ def _orphans() -> list[int]:
     file in the state directory (every daemon gets its config from there)."""
     marker = str(state_dir()).encode() + b"/"
     timing = marker + b"timing/"   # the timing testbed (issue 25) keeps its own processes
+    zoo_dns = marker + b"zoo-dns/"   # so does the DNS zoo (issue 24)
     me = os.getpid()
     out = []
     for d in Path("/proc").iterdir():
@@ -86,7 +87,7 @@ def _orphans() -> list[int]:
         try:
             cmd = (d / "cmdline").read_bytes()
             # a scan or test that only reads a testbed file (e.g. --ca-bundle) is no orphan
-            if marker in cmd and timing not in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
+            if marker in cmd and timing not in cmd and zoo_dns not in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
                 out.append(int(d.name))
         except OSError:
             pass
@@ -366,6 +367,8 @@ class Testbed:
         from . import profiles, timing  # link profiles and the timing testbed (issue 25)
         truth["profiles"] = profiles.ground_truth(cfg)
         truth["timing"] = timing.status(cfg)
+        from . import zoo_dns  # the DNS zoo (issue 24), a testbed of its own
+        truth["zoo_dns"] = zoo_dns.status()
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -404,10 +407,11 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
-    from . import timing  # the timing testbed's processes are not in state.json (issue 25)
+    from . import timing, zoo_dns  # their processes are not in state.json (issues 25, 24)
 
     with _exclusive():
         timing.down(log=lambda *_: None)
+        zoo_dns.down(log=lambda *_: None)
         return _down(log)
 
 
