@@ -31,7 +31,7 @@ def _exec(dsn: str, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def zoo(server_dsn):
+def zoo_base(server_dsn):
     from testbed import zoo_dns
 
     missing = [h.label for h in zoo_dns.HOSTS if not zoo_dns.available(h.label)]
@@ -41,20 +41,36 @@ def zoo(server_dsn):
     assert truth["up"], truth
     db = Database(dsn=_create_database(server_dsn))
     db.migrate()
-    names = [*truth["records"], truth["ecs_name"], f"nx.{zoo_dns.ZONE}", "www.not-in-zoo.test"]
-    nargs = [a for n in names for a in ("--name", n)]
-    sargs = [a for s in SUBNETS for a in ("--subnet", s)]
-    runs = {}
-    for h in zoo_dns.HOSTS:
-        runs[h.label] = {
+    return db, truth, {}
+
+
+def _scan(base, label: str) -> dict:
+    """dns-ttl, dns-ecs and kdig runs at one zoo server (once per module)."""
+    from testbed import zoo_dns
+
+    db, truth, runs = base
+    if label not in runs:
+        h = zoo_dns.host(label)
+        names = [*truth["records"], truth["ecs_name"], f"nx.{zoo_dns.ZONE}", "www.not-in-zoo.test"]
+        nargs = [a for n in names for a in ("--name", n)]
+        sargs = [a for s in SUBNETS for a in ("--subnet", s)]
+        runs[label] = {
             "ttl": _exec(db.dsn, "scan", "dns-ttl", "--nameserver", h.v4, "--types", "A", *nargs)["run_id"],
             "ecs": _exec(db.dsn, "scan", "dns-ecs", "--resolver", h.v4, *sargs,
                          "--name", truth["ecs_name"], "--name", f"www.{zoo_dns.ZONE}")["run_id"],
         }
         if shutil.which("kdig"):
-            runs[h.label]["kdig"] = _exec(db.dsn, "scan", "dns-second-opinion", "--nameserver", h.v4, *sargs,
-                                          *nargs)["run_id"]
-    return db, truth, runs
+            runs[label]["kdig"] = _exec(db.dsn, "scan", "dns-second-opinion", "--nameserver", h.v4, *sargs,
+                                        *nargs)["run_id"]
+    return runs[label]
+
+
+@pytest.fixture
+def zoo(zoo_base, request):
+    """(db, ground truth, runs of the test's server label)."""
+    db, truth, _ = zoo_base
+    label = request.node.callspec.params["label"]
+    return db, truth, {label: _scan(zoo_base, label)}
 
 
 def _facts(truth, label):
@@ -75,7 +91,9 @@ def _ecs_rows(db, run_id):
             " FROM dns_ecs_probe WHERE run_id = %s", (run_id,))}
 
 
-LABELS = ["bind", "gdnsd", "nsd", "pdns"]
+LABELS = [pytest.param("bind", marks=pytest.mark.slow), "gdnsd", pytest.param("nsd", marks=pytest.mark.slow),
+          pytest.param("pdns", marks=pytest.mark.slow)]
+ALL = ["bind", "gdnsd", "nsd", "pdns"]
 
 
 @pytest.mark.parametrize("label", LABELS)
@@ -123,3 +141,37 @@ def test_ecs_echo_and_scope(zoo, label):
                 dc = f["ecs_answer_dynamic"]["value"][s]
                 assert answers == [truth["gdnsd_dc_addresses"][dc]], (name, s)
             assert scope == want, (name, s)
+
+
+@pytest.mark.parametrize("labels", [["gdnsd"], pytest.param(ALL, marks=pytest.mark.slow)])
+def test_kdig_agrees_and_zoo_table(zoo_base, labels, tmp_path):
+    """kdig's reading of the same replies agrees with netsurvey's on every fact both measure,
+    and both match the cited default; `plot zoo-table` shows the three side by side."""
+    db, truth, _ = zoo_base
+    if not shutil.which("kdig"):
+        pytest.skip("kdig not installed (knot-dnsutils)")
+    runs = {label: _scan(zoo_base, label) for label in labels}
+    ids = [str(r) for x in runs.values() for r in x.values()]
+    p = run_cli("plot", "zoo-table", *[a for r in ids for a in ("--run", r)], "--out", str(tmp_path), "--json",
+                dsn=db.dsn)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "zoo-table.csv")))
+    by = {(r["hostname"].split()[0], r["fact"]): r for r in rows}
+    for label in labels:
+        facts = [r for (h, _), r in by.items() if h == label]
+        assert len(facts) >= 6 + 2 * len(SUBNETS), (label, len(facts))
+        for r in facts:
+            assert r["netsurvey"] != "" and r["second_opinion"] != "" or r["fact"].startswith("ecs_scope"), r
+            assert r["agree"] in ("yes", ""), r
+            assert r["netsurvey_matches_documented"] in ("yes", ""), r
+            if r["agree"] == "yes":
+                assert r["second_opinion_client"].startswith("kdig "), r
+    # the clamping and the scope are visible in the table, not only in the test's own queries
+    assert {h for h, _ in by} == set(labels)
+    assert by[("gdnsd", "ttl_s of a zone TTL 0")]["netsurvey"] == "5"
+    assert by[("gdnsd", "ttl_s of a zone TTL 2147483647")]["second_opinion"] == "3600000"
+    assert by[("gdnsd", "ecs_echo")]["second_opinion"] == "true"
+    assert by[("gdnsd", "ecs_scope ecs 198.18.151.0/24")]["netsurvey"] == "20"
+    if labels == ALL:
+        assert by[("bind", "ttl_s of a zone TTL 2147483647")]["netsurvey"] == "2147483647"
+        assert by[("nsd", "ecs_echo")]["second_opinion"] == "false"
