@@ -15,7 +15,10 @@ Servers (deviations from the stock configuration, each needed to run it here):
 
 * BIND 9 (``named -g``): ``recursion no`` (stock named.conf recursion yes would, for a
   vantage in ``localnets``, start recursion towards the root hints; the zoo is
-  authoritative only), files under the state directory (directory, pid-file, session-keyfile).
+  authoritative only), ``dnssec-validation no`` (the stock ``auto`` makes named fetch the
+  root DNSKEY for its managed keys even with recursion off: queries meant for the Internet,
+  seen as 'network unreachable resolving ./DNSKEY/IN' in its log), files under the state
+  directory (directory, pid-file, session-keyfile).
 * gdnsd 3 (``gdnsd -c <dir> start``): run/state dirs under the state directory; the geoip
   plugin with a ``nets`` map only (no GeoIP database) for the ECS-scoped name ``ecs``.
 * NSD 4 (``nsd -d``): ``username: ""`` (no privilege drop, no chroot), pid/db/xfrd files
