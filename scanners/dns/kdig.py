@@ -91,22 +91,23 @@ COLUMNS = ["run_id", "hostname", "qtype", "nameserver", "subnet", "client", "sta
 
 
 def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: str, client: str) -> dict:
-    """Ask every name without ECS and with each subnet; write one row per question."""
-    rows, counts = [], {}
-    for name in names:
-        for s in [None, *subnets]:
-            wait = ctx.limiter.take_sync(server[0])
-            if wait > 0:
-                time.sleep(wait)
-            v = ask(server, name, qtype, s)
-            counts[v.status] = counts.get(v.status, 0) + 1
-            rows.append((ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status, v.error,
-                         v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
-                         ipaddress.ip_address(v.ecs_address) if v.ecs_address else None, v.source_prefix,
-                         v.scope_prefix))
-    with ctx.db.connect() as conn, conn.cursor() as cur:
-        cur.executemany(f"INSERT INTO dns_second_opinion ({', '.join(COLUMNS)}) VALUES "
-                        f"({', '.join(['%s'] * len(COLUMNS))})", rows)
+    """Ask every name without ECS and with each subnet; one row per question, committed as
+    it is answered (a run ended by a signal keeps what it asked)."""
+    counts: dict = {}
+    sql = (f"INSERT INTO dns_second_opinion ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})")
+    with ctx.db.connect() as conn:
+        for name in names:
+            for s in [None, *subnets]:
+                wait = ctx.limiter.take_sync(server[0])
+                if wait > 0:
+                    time.sleep(wait)
+                v = ask(server, name, qtype, s)
+                counts[v.status] = counts.get(v.status, 0) + 1
+                conn.execute(sql, (ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
+                                   v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
+                                   ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
+                                   v.source_prefix, v.scope_prefix))
+                conn.commit()
     return counts
 
 
@@ -120,7 +121,9 @@ def register(scan_app) -> None:
 
     @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",))
     def dns_second_opinion(
-        names: list[str] = typer.Option([], "--name", help="Hostname asked (repeatable)."),
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list whose hostnames are asked."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        names: list[str] = typer.Option([], "--name", help="Extra hostname asked (repeatable)."),
         nameserver: str = typer.Option(..., "--nameserver", help="Authoritative server asked (ADDR[:PORT])."),
         subnets: list[str] = typer.Option([], "--subnet", help="Client subnet sent with +subnet (repeatable); "
                                           "every name is also asked without ECS."),
@@ -131,21 +134,13 @@ def register(scan_app) -> None:
         """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
-        from netsurvey.targets import normalize_hostname
 
-        from .cli import _check_allowed, parse_server
+        from .cli import _check_allowed, _targets, parse_server
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):
             raise UsageError("--type must be A or AAAA")
-        if not names:
-            raise UsageError("give at least one --name HOSTNAME")
-        hosts = []
-        for n in names:
-            try:
-                hosts.append(normalize_hostname(n))
-            except ValueError as exc:
-                raise UsageError(f"--name {n!r}: {exc}") from None
+        hosts = [t.hostname for t in _targets(list_name, top, names)]
         nets = []
         for s in subnets:
             try:
@@ -156,8 +151,8 @@ def register(scan_app) -> None:
         ns = parse_server(nameserver)
         _check_allowed("--nameserver", ns[0])
         client = kdig_version()
-        params = {"names": hosts, "nameserver": list(ns), "subnets": [str(n) for n in nets], "type": qt,
-                  "rate": rate, "client": client}
+        params = {"list": list_name, "top": top, "names": names, "nameserver": list(ns),
+                  "subnets": [str(n) for n in nets], "type": qt, "rate": rate, "client": client}
         ctx = open_scan("dns-second-opinion", params, rate_pps=rate, targets=[ns[0]])
         try:
             counts = run(ctx, ns, hosts, nets, qt, client)
