@@ -175,3 +175,19 @@ def test_kdig_agrees_and_zoo_table(zoo_base, labels, tmp_path):
     if labels == ALL:
         assert by[("bind", "ttl_s of a zone TTL 2147483647")]["netsurvey"] == "2147483647"
         assert by[("nsd", "ecs_echo")]["second_opinion"] == "false"
+
+
+@pytest.mark.slow
+def test_ttls_over_ipv6(zoo_base):
+    """Every zoo server answers on its IPv6 address too (the same TTLs as over IPv4)."""
+    from testbed import zoo_dns
+
+    db, truth, _ = zoo_base
+    for label in ALL:
+        h = zoo_dns.host(label)
+        f = _facts(truth, label)
+        rid = _exec(db.dsn, "scan", "dns-ttl", "--nameserver", f"[{h.v6}]:53", "--types", "A",
+                    "--name", f"ttl0.{zoo_dns.ZONE}", "--name", f"ttl1d.{zoo_dns.ZONE}")["run_id"]
+        rows = _ttl_rows(db, rid)
+        assert rows[f"ttl0.{zoo_dns.ZONE}"][3] == max(0, f["ttl_min_s"]["value"]), label
+        assert rows[f"ttl1d.{zoo_dns.ZONE}"][3] == 86400, label
