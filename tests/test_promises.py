@@ -267,6 +267,11 @@ def test_every_measurement_has_a_case():
     assert not missing, f"measurements without a promise case in tests/test_promises.py CASES ({SOURCE}): {missing}"
 
 
+#: Measurements whose promise cases run only in `make test-slow`: kept out of `make test`'s
+#: time budget (dns-second-opinion, issue 24: a testbed second-opinion tool, ~100 s of cases).
+SLOW_CASES = {"dns-second-opinion"}
+
+
 def _params(promise: str):
     """One parameter per measurement; a known, still open defect is a strict xfail: the
     test still runs, and passes loudly (XPASS fails) the day the defect is fixed."""
@@ -278,6 +283,8 @@ def _params(promise: str):
         # strict unless the defect shows only with some timings (then an XPASS is not a failure)
         strict = (m, promise) not in TIMING_DEPENDENT
         marks = [pytest.mark.xfail(strict=strict, reason=f"known defect (issue 20 closing note): {why}")] if why else []
+        if m in SLOW_CASES:
+            marks.append(pytest.mark.slow)
         out.append(pytest.param(m, id=m, marks=marks))
     return out
 
