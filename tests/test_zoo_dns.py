@@ -191,3 +191,20 @@ def test_ttls_over_ipv6(zoo_base):
         rows = _ttl_rows(db, rid)
         assert rows[f"ttl0.{zoo_dns.ZONE}"][3] == max(0, f["ttl_min_s"]["value"]), label
         assert rows[f"ttl1d.{zoo_dns.ZONE}"][3] == 86400, label
+
+
+def test_kdig_output_parsed():
+    """scan dns-second-opinion reads kdig's own text (tests/data/zoo_dns: kdig 3.2.6 output
+    captured from the zoo's BIND, and from an address with no route)."""
+    from pathlib import Path
+
+    from scanners.dns.kdig import parse
+
+    d = Path(__file__).parent / "data" / "zoo_dns"
+    v = parse((d / "kdig_bind_ecs.txt").read_text(), "www.zoo-dns.test", "A")
+    assert (v.status, v.rcode, v.authoritative, v.ttl, v.answers, v.authority_count) == \
+        ("success", "NOERROR", True, 300, ("198.18.150.10",), 1)
+    assert (v.ecs_address, v.source_prefix, v.scope_prefix) == ("192.0.2.0", 24, 0)
+    assert parse((d / "kdig_bind_ecs.txt").read_text(), "other.zoo-dns.test", "A").ttl is None
+    bad = parse((d / "kdig_unreachable.txt").read_text(), "www.zoo-dns.test", "A")
+    assert bad.status in ("error", "timeout") and bad.rcode is None and "198.18.150.99" in bad.error
