@@ -3,7 +3,7 @@ each from its Debian package with STOCK defaults except the zone data (and, wher
 stock default would make the server reach for the Internet or a system path, the line
 that keeps it inside its namespace - listed per server below), all serving the same test
 zone ``zoo-dns.test``. A separate testbed (like testbed/timing.py): its own namespaces
-(prefix ``nstd-``), its own vantage, its own state directory ``<state dir>/zoo-dns/``,
+(prefix ``nstd-``), its own vantage, its own state directory ``<state dir>-zoo-dns/``,
 ``testbed zoo-dns up|down|exec``; the shared ``testbed down`` removes it too; ground truth
 in ``testbed status --json`` under ``zoo_dns`` (and in ``testbed zoo-dns up``'s output).
 
@@ -113,7 +113,12 @@ def host(label: str) -> DnsZooHost:
 
 
 def _dir() -> Path:
-    return Path(os.environ.get("NETSURVEY_TESTBED_DIR", "/run/netsurvey/testbed")) / "zoo-dns"
+    """``<state dir>-zoo-dns`` beside the shared testbed's state dir, not inside it: the
+    shared ``testbed up`` of any checkout stops processes whose command line names a file
+    inside its state dir as orphans (manager._orphans), and these servers take their configs
+    from here."""
+    base = Path(os.environ.get("NETSURVEY_TESTBED_DIR", "/run/netsurvey/testbed"))
+    return base.parent / (base.name + "-zoo-dns")
 
 
 def _state() -> dict:
