@@ -117,4 +117,14 @@ PDNS_FACTS = {
                           "name -> RCode::Refused, AA cleared"},
 }
 
-FACTS = {"bind": BIND_FACTS, "gdnsd": GDNSD_FACTS, "nsd": NSD_FACTS, "pdns": PDNS_FACTS}
+PDNSECS_FACTS = dict(
+    PDNS_FACTS,
+    implementation="PowerDNS Authoritative 4.7.3 as pdns, plus edns-subnet-processing=yes",
+    ecs_echo={"value": True, "source": "pdns/dnspacket.cc:609-613 with s_doEDNSSubnetProcessing the query's ECS "
+              "option is parsed (d_haveednssubnet); dnspacket.cc:375-380 wrapup() then adds it to the reply"},
+    ecs_scope_static={"value": 0, "source": "pdns/dnspacket.cc:351-354, 377: scope = the largest scopeMask of the "
+                      "reply's records; the bind backend sets none (0: only the geoip/LUA paths set it, "
+                      "packethandler.cc:426, 1589)"},
+)
+
+FACTS = {"bind": BIND_FACTS, "gdnsd": GDNSD_FACTS, "nsd": NSD_FACTS, "pdns": PDNS_FACTS, "pdnsecs": PDNSECS_FACTS}

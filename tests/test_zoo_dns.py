@@ -92,8 +92,8 @@ def _ecs_rows(db, run_id):
 
 
 LABELS = [pytest.param("bind", marks=pytest.mark.slow), "gdnsd", pytest.param("nsd", marks=pytest.mark.slow),
-          pytest.param("pdns", marks=pytest.mark.slow)]
-ALL = ["bind", "gdnsd", "nsd", "pdns"]
+          pytest.param("pdns", marks=pytest.mark.slow), pytest.param("pdnsecs", marks=pytest.mark.slow)]
+ALL = ["bind", "gdnsd", "nsd", "pdns", "pdnsecs"]
 
 
 @pytest.mark.parametrize("label", LABELS)
