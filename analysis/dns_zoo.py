@@ -58,6 +58,8 @@ def zoo_rows(conn, ttl_runs: list[int], ecs_runs: list[int], so_runs: list[int])
 
         def add(fact, doc, src, mine, other):
             doc, mine, other = _txt(doc), _txt(mine), _txt(other)
+            if fact.startswith("ecs_scope") and doc is None and mine is None and other is None:
+                return   # a server without ECS: no scope to show (its ecs_echo row says so)
             rows.append((host, fact, doc, src, None if doc is None or mine is None else
                          ("yes" if doc == mine else "NO"), mine, other, client if other is not None else None,
                          None if other is None or mine is None else ("yes" if other == mine else "NO")))

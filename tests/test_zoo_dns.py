@@ -159,7 +159,8 @@ def test_kdig_agrees_and_zoo_table(zoo_base, labels, tmp_path):
     by = {(r["hostname"].split()[0], r["fact"]): r for r in rows}
     for label in labels:
         facts = [r for (h, _), r in by.items() if h == label]
-        assert len(facts) >= 6 + 2 * len(SUBNETS), (label, len(facts))
+        echo = _facts(truth, label)["ecs_echo"]["value"]
+        assert len(facts) == 7 + (2 * len(SUBNETS) if echo else 0), (label, len(facts))
         for r in facts:
             assert r["netsurvey"] != "" and r["second_opinion"] != "" or r["fact"].startswith("ecs_scope"), r
             assert r["agree"] in ("yes", ""), r
