@@ -48,9 +48,11 @@ BIND_FACTS = {
     "minimal_responses": {"value": False, "source": "bin/named/config.c:185 default minimal-responses "
                           "no-auth-recursive; doc/arm/reference.rst:2217-2218: 'the same as no if recursion "
                           "is not requested' - an RD=0 answer carries the apex NS in authority (and glue)"},
-    "nxdomain_rcode": {"value": "NXDOMAIN", "source": _NX + " (lib/ns/query.c query_nxdomain())"},
-    "out_of_zone_rcode": {"value": "REFUSED", "source": "lib/ns/query.c query_getzonedb()/ns_query_done(): "
-                          "no zone and recursion not available -> REFUSED (recursion no)"},
+    "nxdomain_rcode": {"value": "NXDOMAIN", "source": _NX + " (lib/ns/query.c:465 query_nxdomain())"},
+    "out_of_zone_rcode": {"value": "REFUSED", "source": "a name in no zone is looked up in the cache: "
+                          "lib/ns/query.c:925-937 query_checkcacheaccess() -> DNS_R_REFUSED unless allow-query-cache "
+                          "matches; doc/arm/reference.rst:3015-3026: with 'recursion no' allow-query-cache "
+                          "defaults to none"},
 }
 
 GDNSD_FACTS = {
