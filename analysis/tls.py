@@ -243,19 +243,28 @@ def _as_text(v) -> str | None:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-@figure("zoo-table", sources=["tls_handshake", "tls_second_opinion"], thesis="issue 24")
+@figure("zoo-table", sources=["tls_handshake", "tls_second_opinion", "dns_ttl_probe", "dns_ecs_probe",
+                                "dns_second_opinion"], thesis="issue 24")
 def zoo_table(ctx: FigureContext) -> None:
     """Per host and fact: the implementation's documented default (testbed zoo ground
     truth, cited), netsurvey's measurement (scan tls) and each independent client's
     verdict (scan tls-second-opinion: gnutls-cli, testssl.sh) where it measures the same
-    fact - one row per client, or one row without a client."""
+    fact - one row per client, or one row without a client. The DNS zoo's servers follow
+    (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion)."""
     from netsurvey.errors import UsageError
 
-    tls_runs = list(ctx.runs_of_kind("tls"))
-    try:
-        so_runs = list(ctx.runs_of_kind("tls-second-opinion"))
-    except UsageError:
-        so_runs = []
+    def runs(kind: str, **kw) -> list[int]:
+        try:
+            return list(ctx.runs_of_kind(kind, **kw))
+        except UsageError:
+            return []
+
+    tls_runs = runs("tls")
+    # the DNS zoo asks one server per run: every selected (else finished) run of these kinds
+    dns = [runs(k, all_finished=not ctx.runs) for k in ("dns-ttl", "dns-ecs", "dns-second-opinion")]
+    if not tls_runs and not dns[0] and not dns[1]:
+        raise UsageError("zoo-table: no finished 'tls', 'dns-ttl' or 'dns-ecs' run in the database")
+    so_runs = runs("tls-second-opinion")
     cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _, _) in enumerate(_ZOO_FACTS))
     with ctx.db.connect() as conn:
         ours = conn.execute(f"SELECT hostname, {cols} FROM tls_handshake WHERE run_id = ANY(%s) AND status = 'success'"
@@ -280,6 +289,11 @@ def zoo_table(ctx: FigureContext) -> None:
             for other, client in (theirs.get((r[0], *so)) if so else None) or [(None, None)]:
                 agree = None if other is None or mine is None else ("yes" if other == mine else "NO")
                 rows.append((r[0], fact, doc_value, doc_source, matches, mine, other, client, agree))
-    ctx.sample(len(ours), "hosts")
+    from .dns_zoo import zoo_rows
+
+    with ctx.db.connect() as conn:
+        dns_rows = zoo_rows(conn, *dns)
+    rows += dns_rows
+    ctx.sample(len(ours) + len({r[0] for r in dns_rows}), "hosts")
     ctx.write_csv(["hostname", "fact", "documented", "documented_source", "netsurvey_matches_documented",
                    "netsurvey", "second_opinion", "second_opinion_client", "agree"], rows)

@@ -30,6 +30,7 @@ APT_PACKAGES=(
   gnutls-bin lighttpd lighttpd-mod-openssl haproxy openjdk-17-jdk-headless  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
   webkit2gtk-driver xvfb  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) as a third engine, on its own Xvfb
   testssl.sh  # issue 24: a further second opinion on TLS resumption (scan tls-second-opinion --client testssl)
+  bind9 gdnsd nsd pdns-server pdns-backend-bind  # issue 24: the DNS zoo's authoritative servers (testbed zoo-dns; kdig from knot-dnsutils is the second opinion)
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
@@ -43,10 +44,11 @@ if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
     apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts these daemons on install; the testbed runs its own instances.
-    for svc in nginx knot unbound lighttpd haproxy; do
+    for svc in nginx knot unbound lighttpd haproxy named bind9 gdnsd nsd pdns; do
       systemctl disable --now "$svc" >/dev/null 2>&1 || true
       pkill -x "$svc" >/dev/null 2>&1 || true
     done
+    pkill -x pdns_server >/dev/null 2>&1 || true   # the pdns service's process name
     pkill -f 'nginx: master' >/dev/null 2>&1 || true
   fi
 fi

@@ -150,6 +150,52 @@ def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the
     os.execvpe(argv[0], argv, env)
 
 
+zoo_dns_app = typer.Typer(no_args_is_help=True, help="The DNS zoo (issue 24): BIND, gdnsd, NSD, PowerDNS in a testbed "
+                          "of their own (testbed/zoo_dns.py).")
+testbed_app.add_typer(zoo_dns_app, name="zoo-dns")
+
+
+@zoo_dns_app.command("up")
+def zoo_dns_up() -> None:
+    """Create the DNS zoo's namespaces and start its servers (idempotent); print its ground truth."""
+    from . import zoo_dns
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    try:
+        st = zoo_dns.up(log=lambda m: err.print(m))
+    except Exception as exc:
+        err.print(f"netsurvey: error: zoo-dns testbed up failed: {exc}")
+        zoo_dns.down(log=lambda m: err.print(m))
+        raise typer.Exit(1)
+    print(json.dumps(st, indent=1, default=str))
+
+
+@zoo_dns_app.command("down")
+def zoo_dns_down() -> None:
+    """Stop the DNS zoo and remove its namespaces (the shared testbed is untouched)."""
+    from . import zoo_dns
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    zoo_dns.down(log=lambda m: err.print(m))
+
+
+@zoo_dns_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def zoo_dns_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the DNS zoo's vantage namespace.")) -> None:
+    """Run CMD in the DNS zoo's vantage namespace."""
+    from . import netns, zoo_dns
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    if zoo_dns.VANTAGE not in netns.list_netns():
+        raise UsageError(f"the DNS zoo is not up (no namespace {zoo_dns.VANTAGE}): netsurvey testbed zoo-dns up")
+    env = dict(os.environ)
+    sys.stdout.flush()
+    argv = ["ip", "netns", "exec", zoo_dns.VANTAGE, *cmd]
+    os.execvpe(argv[0], argv, env)
+
+
 @testbed_app.command("down")
 def down_cmd() -> None:
     """Stop every process and remove every namespace the testbed made."""

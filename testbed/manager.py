@@ -366,6 +366,8 @@ class Testbed:
         from . import profiles, timing  # link profiles and the timing testbed (issue 25)
         truth["profiles"] = profiles.ground_truth(cfg)
         truth["timing"] = timing.status(cfg)
+        from . import zoo_dns  # the DNS zoo (issue 24), a testbed of its own
+        truth["zoo_dns"] = zoo_dns.status()
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -404,10 +406,11 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
-    from . import timing  # the timing testbed's processes are not in state.json (issue 25)
+    from . import timing, zoo_dns  # their processes are not in state.json (issues 25, 24)
 
     with _exclusive():
         timing.down(log=lambda *_: None)
+        zoo_dns.down(log=lambda *_: None)
         return _down(log)
 
 

@@ -115,7 +115,7 @@ def loopback_config(tmp_path):
 CASES = {  # first label -> (outcome, ttl, transport, truncated)
     "ok": ("answer", TTL_OK, "udp", False),
     "servfail": ("servfail", None, "udp", False),
-    "refused": ("lame", None, "udp", False),
+    "refused": ("refused", None, "udp", False),  # --nameserver: the server given, not one named for a zone (issue 24)
     "badptr": ("malformed", None, None, False),
     "short": ("malformed", None, None, False),
     "silent": ("timeout", None, None, False),

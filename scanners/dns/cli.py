@@ -126,6 +126,10 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    from .kdig import register as register_kdig
+
+    register_kdig(scan_app)  # scan dns-second-opinion (issue 24)
+
     @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',))
     def dns_ttl(
         list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),

@@ -15,7 +15,8 @@ from .ttl import TtlResult
 TTL_COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("qtype", "text"), ("outcome", "text"),
                ("rcode", "text"), ("authoritative", "bool"), ("ttl", "int4"), ("answers", "text[]"),
                ("cname", "text"), ("zone", "text"), ("nameserver", "inet"), ("transport", "text"),
-               ("truncated", "bool"), ("attempts", "int2"), ("rtt_ms", "float4"), ("error", "text")]
+               ("truncated", "bool"), ("attempts", "int2"), ("rtt_ms", "float4"), ("error", "text"),
+               ("authority_count", "int2")]
 ECS_COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("qtype", "text"), ("resolver", "inet"),
                ("subnet", "cidr"), ("outcome", "text"), ("rcode", "text"), ("source_prefix", "int2"),
                ("scope_prefix", "int2"), ("ecs_address", "inet"), ("ttl", "int4"), ("answers", "text[]"),
@@ -35,12 +36,12 @@ def ttl_rows(run_id: int, o: ScanOutcome, qtypes: tuple[str, ...]) -> Iterator[t
     if not isinstance(o.result, TtlResult):  # the scanner raised: record every type as an error
         for q in qtypes:
             yield (run_id, t.rank, host, q, "blocked" if o.status.value == "blocked" else "error", None, None, None,
-                   [], None, None, None, None, False, 0, None, (o.error or o.status.value)[:300])
+                   [], None, None, None, None, False, 0, None, (o.error or o.status.value)[:300], None)
         return
     for p in o.result.probes:
         yield (run_id, t.rank, host, p.qtype, p.outcome, p.rcode, p.authoritative, p.ttl, list(p.answers), p.cname,
                p.zone, _ip(p.nameserver), p.transport, p.truncated, min(p.attempts, 32767), p.rtt_ms,
-               p.error[:300] if p.error else None)
+               p.error[:300] if p.error else None, p.authority_count)
 
 
 def ecs_rows(run_id: int, o: ScanOutcome, qtype: str, resolver: str, subnets) -> Iterator[tuple]:

@@ -48,6 +48,8 @@ class TtlProbe(NamedTuple):
     :param zone: the zone the server was asked for; ``nameserver`` its address.
     :param transport: 'udp' or 'tcp'; ``truncated`` = a UDP reply had TC, TCP was used.
     :param rtt_ms: milliseconds for the recorded reply.
+    :param authority_count: records in the reply's authority section (a positive answer
+        with the zone's NS RRset there: the server does not give minimal responses; issue 24).
     """
 
     qtype: str
@@ -64,6 +66,7 @@ class TtlProbe(NamedTuple):
     attempts: int = 0
     rtt_ms: Optional[float] = None
     error: Optional[str] = None
+    authority_count: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,9 @@ _STATUS = {"answer": ScanStatus.SUCCESS, "cname": ScanStatus.SUCCESS, "nodata": 
            "blocked": ScanStatus.BLOCKED}
 
 
-def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str]) -> TtlProbe:
-    """Turn the final exchange for (name, qtype) into a probe record."""
+def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str], direct: bool = False) -> TtlProbe:
+    """Turn the final exchange for (name, qtype) into a probe record. ``direct``: the server
+    was given (--nameserver), not found by the walk: its REFUSED is 'refused', not 'lame'."""
     if ex.outcome != "reply":
         out = "timeout" if ex.outcome == "timeout" else "malformed" if ex.outcome == "malformed" else "error"
         return TtlProbe(qtype, out, None, None, None, (), None, zone, ex.server, ex.transport, ex.truncated,
@@ -93,13 +97,15 @@ def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str]) -> TtlPro
 
     def probe(outcome, ttl=None, answers=(), cname=None, error=None) -> TtlProbe:
         return TtlProbe(qtype, outcome, r.rcode_text, aa, ttl, answers, cname, zone, ex.server, ex.transport,
-                        ex.truncated, ex.attempts, ex.rtt_ms, error)
+                        ex.truncated, ex.attempts, ex.rtt_ms, error, len(r.authority))
 
     if rcode != 0:
         if rcode == 3:
             return probe("nxdomain")
         if rcode == 2:
             return probe("servfail")
+        if rcode == 5 and direct:  # issue 24: every zoo server REFUSES a name in no zone of its own
+            return probe("refused", error="REFUSED by the server given (--nameserver)")
         if rcode == 5:
             return probe("lame", error="REFUSED by a server named for the zone")
         return probe("error", error=f"rcode {r.rcode_text}")
@@ -172,7 +178,7 @@ class TtlScanner(Scanner):
                 server = self.walker.pick(zone)
                 ex = await self.engine.query(server, self.walker.port, wire)
                 if self._direct:
-                    return classify(qtype, name, ex, None)
+                    return classify(qtype, name, ex, None, direct=True)
                 ref = referral_zone(ex.reply) if ex.outcome == "reply" else None
                 if ref is None:
                     return classify(qtype, name, ex, zone.name)

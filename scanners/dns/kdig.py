@@ -1,0 +1,165 @@
+"""`netsurvey scan dns-second-opinion` (issue 24): an independent client, Knot's ``kdig``
+(Debian knot-dnsutils), asks an authoritative server the same questions ``scan dns-ttl``
+and ``scan dns-ecs`` ask, with its own wire code and its own parser: ``kdig @SERVER NAME A
++norec [+subnet=PREFIX]``. Its text output is read (status, flags and section counts,
+``;; CLIENT-SUBNET: address/source/scope``, answer TTLs), never the raw option bytes, so the
+ECS echo and scope are kdig's reading, not ours. Rows: ``dns_second_opinion`` (0111)."""
+from __future__ import annotations
+
+import ipaddress
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+KDIG_TIMEOUT_S = 2
+
+_STATUS = re.compile(r";; ->>HEADER<<- opcode: \w+; status: (\w+);")
+_FLAGS = re.compile(r";; Flags: ([a-z ]*); QUERY: \d+; ANSWER: (\d+); AUTHORITY: (\d+); ADDITIONAL: (\d+)")
+_ECS = re.compile(r";; CLIENT-SUBNET: ([0-9a-fA-F.:]+)/(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class KdigVerdict:
+    """kdig's reading of one reply (None = not in the reply / no reply)."""
+
+    status: str                      # 'success' or why not ('timeout', 'error')
+    rcode: Optional[str] = None
+    authoritative: Optional[bool] = None
+    ttl: Optional[int] = None        # smallest TTL of the A/AAAA answer RRset of the name
+    answers: tuple[str, ...] = ()
+    authority_count: Optional[int] = None
+    ecs_address: Optional[str] = None
+    source_prefix: Optional[int] = None
+    scope_prefix: Optional[int] = None
+    error: Optional[str] = None
+
+
+def kdig_binary() -> str:
+    from netsurvey.errors import UsageError
+
+    exe = shutil.which("kdig")
+    if not exe:
+        raise UsageError("kdig not found: install knot-dnsutils (scripts/install.sh)")
+    return exe
+
+
+def kdig_version() -> str:
+    r = subprocess.run([kdig_binary(), "--version"], capture_output=True, text=True)
+    m = re.search(r"version (\S+)", r.stdout)
+    return f"kdig {m.group(1)}" if m else "kdig"
+
+
+def parse(text: str, name: str, qtype: str) -> KdigVerdict:
+    """kdig's text output -> a verdict."""
+    st = _STATUS.search(text)
+    if not st:
+        err = next((ln.strip(";; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
+                   "no reply")
+        return KdigVerdict("timeout" if "timed out" in err or "failed to query" in err else "error", error=err[:300])
+    fl = _FLAGS.search(text)
+    ecs = _ECS.search(text)
+    owner = name.rstrip(".").lower() + "."
+    rrs = []
+    for ln in text.splitlines():
+        f = ln.split()
+        if len(f) == 5 and f[0].lower() == owner and f[2] == "IN" and f[3] == qtype and not ln.startswith(";"):
+            rrs.append((int(f[1]), f[4]))
+    return KdigVerdict("success", rcode=st.group(1), authoritative=("aa" in fl.group(1).split()) if fl else None,
+                       ttl=min(t for t, _ in rrs) if rrs else None, answers=tuple(sorted(v for _, v in rrs)),
+                       authority_count=int(fl.group(3)) if fl else None,
+                       ecs_address=ecs.group(1) if ecs else None, source_prefix=int(ecs.group(2)) if ecs else None,
+                       scope_prefix=int(ecs.group(3)) if ecs else None)
+
+
+def ask(server: tuple[str, int], name: str, qtype: str, subnet=None) -> KdigVerdict:
+    argv = [kdig_binary(), f"@{server[0]}", "-p", str(server[1]), name, qtype, "+norec",
+            f"+time={KDIG_TIMEOUT_S}", "+retry=1"]
+    if subnet is not None:
+        argv.append(f"+subnet={subnet}")
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=4 * KDIG_TIMEOUT_S + 2)
+    except subprocess.TimeoutExpired:
+        return KdigVerdict("timeout", error="kdig did not finish")
+    return parse(r.stdout + r.stderr, name, qtype)
+
+
+COLUMNS = ["run_id", "hostname", "qtype", "nameserver", "subnet", "client", "status", "error", "rcode",
+           "authoritative", "ttl", "answers", "authority_count", "ecs_address", "source_prefix", "scope_prefix"]
+
+
+def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: str, client: str) -> dict:
+    """Ask every name without ECS and with each subnet; one row per question, committed as
+    it is answered (a run ended by a signal keeps what it asked)."""
+    counts: dict = {}
+    sql = (f"INSERT INTO dns_second_opinion ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})")
+    with ctx.db.connect() as conn:
+        for name in names:
+            for s in [None, *subnets]:
+                wait = ctx.limiter.take_sync(server[0])
+                if wait > 0:
+                    time.sleep(wait)
+                v = ask(server, name, qtype, s)
+                counts[v.status] = counts.get(v.status, 0) + 1
+                conn.execute(sql, (ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
+                                   v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
+                                   ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
+                                   v.source_prefix, v.scope_prefix))
+                conn.commit()
+    return counts
+
+
+def register(scan_app) -> None:
+    import json
+
+    import typer
+
+    from netsurvey.errors import UsageError
+    from netsurvey.measure import measurement
+
+    @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",))
+    def dns_second_opinion(
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list whose hostnames are asked."),
+        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        names: list[str] = typer.Option([], "--name", help="Extra hostname asked (repeatable)."),
+        nameserver: str = typer.Option(..., "--nameserver", help="Authoritative server asked (ADDR[:PORT])."),
+        subnets: list[str] = typer.Option([], "--subnet", help="Client subnet sent with +subnet (repeatable); "
+                                          "every name is also asked without ECS."),
+        qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
+        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+    ) -> None:
+        """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""
+        from netsurvey.clictx import open_scan
+        from netsurvey.config import finite
+
+        from .cli import _check_allowed, _targets, parse_server
+
+        qt = qtype.upper()
+        if qt not in ("A", "AAAA"):
+            raise UsageError("--type must be A or AAAA")
+        hosts = [t.hostname for t in _targets(list_name, top, names)]
+        nets = []
+        for s in subnets:
+            try:
+                nets.append(ipaddress.ip_network(s, strict=False))
+            except ValueError:
+                raise UsageError(f"--subnet {s!r} is not a prefix such as 198.18.0.0/24") from None
+        finite(rate, "--rate", positive=True)
+        ns = parse_server(nameserver)
+        _check_allowed("--nameserver", ns[0])
+        client = kdig_version()
+        params = {"list": list_name, "top": top, "names": names, "nameserver": list(ns),
+                  "subnets": [str(n) for n in nets], "type": qt, "rate": rate, "client": client}
+        ctx = open_scan("dns-second-opinion", params, rate_pps=rate, targets=[ns[0]])
+        try:
+            counts = run(ctx, ns, hosts, nets, qt, client)
+        except BaseException:
+            ctx.run.finish("failed", {})
+            raise
+        counts["targets"] = len(hosts)
+        ctx.run.finish("finished", counts)
+        res = {"run_id": ctx.run.id, "counts": counts}
+        print(json.dumps(res) if as_json else f"scan_run {ctx.run.id}: {counts}")
