@@ -1,0 +1,258 @@
+"""Issue 26 item 5: a campaign split across three vantages, one of them SIGKILLed mid-way,
+finishes with every target exactly once per round, and each row is attributed to the
+vantage that really measured it - checked against the server's own log of the source
+address of every connection it accepted, not only against the database.
+
+Topology (all the test's own, nothing shared is touched; removed at the end):
+
+- ``nstv-srv``: a bridge ``nstvbr0`` (198.18.160.1/24, 2001:2:0:160::1/64) and a logging
+  TCP server on port 80 answering every address of 198.18.162.0/24 and 2001:2:0:162::/64
+  (local routes on lo); it writes one JSON line per accepted connection: time, peer
+  (source) address, local (destination) address.
+- ``nstv-a``, ``nstv-b``, ``nstv-c``: vantages on the bridge with sources 198.18.160.1X and
+  2001:2:0:160::1X (X = 1, 2, 3), each running ``netsurvey --vantage vX worker`` against
+  the test's one database (the embedded PostgreSQL of tests/conftest.py, over its unix
+  socket).
+
+The campaign: ``schedule start`` of a 2 rounds x 1 s entry of ``scan vantage-probe``
+(tests/plugins/vantage_probe_scan.py: one TCP connect per target, odd ranks IPv4, even
+ranks IPv6) in 6 shards. The rows' round and vantage come from their ``shard_id``
+(schema/0115_row_vantage.sql)."""
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, needs_root, run_cli
+from test_campaign_rounds import progress, q, schedule_file, start
+from test_jobs import wait_for
+
+pytestmark = needs_root()
+PLUGIN = {"NETSURVEY_PLUGINS": "tests.plugins.vantage_probe_scan", "PYTHONPATH": str(REPO)}
+SRV, BR = "nstv-srv", "nstvbr0"
+VANTAGES = {x: {"ns": f"nstv-{x}", "name": f"v{x}", "src4": f"198.18.160.1{i}", "src6": f"2001:2:0:160::1{i}",
+                "veth": (f"nstv{x}0", f"nstv{x}b"), "mac": f"02:16:00:00:00:1{i}"}
+            for i, x in enumerate("abc", 1)}
+N, SHARDS, ROUNDS = 36, 6, 2
+
+SERVER = r"""
+import json, socket, sys, time, threading
+out = open(sys.argv[1], "a", buffering=1)
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 80)); s.listen(512)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    t = time.time()
+    norm = lambda a: a[7:] if a.startswith("::ffff:") else a
+    out.write(json.dumps({"t": t, "src": norm(peer[0]), "dst": norm(c.getsockname()[0])}) + "\n")
+    c.close()
+"""
+
+
+def sh(*a: str) -> None:
+    p = subprocess.run(a, capture_output=True, text=True)
+    assert p.returncode == 0, f"{' '.join(a)}: {p.stderr}"
+
+
+def ns_pids(ns: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def kill_ns(ns: str) -> None:
+    for pid in ns_pids(ns):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def down() -> None:
+    for ns in [v["ns"] for v in VANTAGES.values()] + [SRV]:
+        kill_ns(ns)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)   # takes its veth ends along
+
+
+def up() -> None:
+    down()
+    sh("ip", "netns", "add", SRV)
+    sh("ip", "-n", SRV, "link", "set", "lo", "up")
+    sh("ip", "-n", SRV, "link", "add", BR, "type", "bridge")
+    sh("ip", "-n", SRV, "link", "set", BR, "up")
+    sh("ip", "-n", SRV, "addr", "add", "198.18.160.1/24", "dev", BR)
+    sh("ip", "-n", SRV, "-6", "addr", "add", "2001:2:0:160::1/64", "dev", BR, "nodad")
+    # every address of the two target ranges is local: the wildcard-bound server answers them all
+    sh("ip", "-n", SRV, "route", "add", "local", "198.18.162.0/24", "dev", "lo")
+    sh("ip", "-n", SRV, "-6", "route", "add", "local", "2001:2:0:162::/64", "dev", "lo")
+    for v in VANTAGES.values():
+        ns, (vn, vb) = v["ns"], v["veth"]
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "link", "add", vn, "address", v["mac"], "type", "veth", "peer", "name", vb,
+           "netns", SRV)
+        sh("ip", "-n", SRV, "link", "set", vb, "master", BR, "up")
+        sh("ip", "-n", ns, "link", "set", vn, "up")
+        sh("ip", "-n", ns, "addr", "add", v["src4"] + "/24", "dev", vn)
+        sh("ip", "-n", ns, "-6", "addr", "add", v["src6"] + "/64", "dev", vn, "nodad")
+        sh("ip", "-n", ns, "route", "add", "198.18.162.0/24", "via", "198.18.160.1")
+        sh("ip", "-n", ns, "-6", "route", "add", "2001:2:0:162::/64", "via", "2001:2:0:160::1")
+
+
+@pytest.fixture
+def three_vantages(tmp_path):
+    up()
+    log = tmp_path / "server.jsonl"
+    srv = subprocess.Popen(["ip", "netns", "exec", SRV, sys.executable, "-c", SERVER, str(log)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready", srv.stderr.read()
+        yield log
+    finally:
+        srv.kill()
+        srv.wait(10)
+        down()
+
+
+def worker(db, v: dict) -> subprocess.Popen:
+    env = dict(os.environ, **PLUGIN)
+    env.pop("NETSURVEY_DSN", None)
+    env.pop("NETSURVEY_VANTAGE", None)
+    return subprocess.Popen(["ip", "netns", "exec", v["ns"], sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn,
+                             "--vantage", v["name"], "worker", "--heartbeat", "1", "--stalled-after", "4"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def server_log(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+
+
+def rows(db, run_id: int) -> list[tuple]:
+    """(round, hostname, address, vantage name, v4 sources, v6 sources, probed_at epoch, status, shard_id)."""
+    return q(db, """SELECT o.round, p.hostname, host(p.address), v->>'name',
+                           ARRAY(SELECT jsonb_array_elements_text(v->'sources'->'ipv4')),
+                           ARRAY(SELECT jsonb_array_elements_text(v->'sources'->'ipv6')),
+                           extract(epoch FROM p.probed_at)::float8, p.status, p.shard_id
+                    FROM test_vantage_probe p LEFT JOIN shard_origin o USING (shard_id),
+                         LATERAL row_vantage(p.run_id, p.shard_id) v
+                    WHERE p.run_id = %s""", run_id)
+
+
+def test_three_vantage_campaign_survives_a_killed_vantage(db, tmp_path, three_vantages):
+    log = three_vantages
+    from netsurvey.shard import shard_of
+    from tests.plugins.vantage_probe_scan import address_of
+
+    f = tmp_path / "tv.csv"
+    f.write_text("".join(f"{i},h{i}.vantage.test\n" for i in range(1, N + 1)))
+    assert run_cli("targets", "import", str(f), "--list", "tv", dsn=db.dsn).returncode == 0
+    sched = schedule_file(tmp_path, "tv3", ROUNDS, "1s", SHARDS,
+                          ["scan", "vantage-probe", "--list", "tv", "--delay", "0.25", "--concurrency", "1"])
+    t0 = time.time()
+    run_id = start(db, sched, "tv3", env=PLUGIN)
+    ws = {x: worker(db, v) for x, v in VANTAGES.items()}
+    by_src = {v[k]: x for x, v in VANTAGES.items() for k in ("src4", "src6")}
+    c = VANTAGES["c"]
+
+    def c_mid_shard():
+        """vc committed a shard and is now inside another: the server saw more connections
+        from vc's sources than vc's committed rows account for."""
+        committed = q(db, "SELECT count(*) FROM test_vantage_probe p JOIN shard_origin o USING (shard_id)"
+                          " WHERE o.vantage_name = 'vc'")[0][0] if q(
+            db, "SELECT to_regclass('test_vantage_probe') IS NOT NULL")[0][0] else 0
+        seen = sum(by_src.get(e["src"]) == "c" for e in server_log(log))
+        return committed > 0 and seen > committed and progress(db, run_id)["status"] != "finished"
+
+    try:
+        assert wait_for(c_mid_shard, 90, every=0.1), (progress(db, run_id), [w.poll() for w in ws.values()])
+        kill_ns(c["ns"])                      # SIGKILL: the worker and its shard process, mid-shard
+        killed_at = time.time()
+        ws["c"].wait(10)
+        assert wait_for(lambda: progress(db, run_id)["status"] not in ("queued", "running"), 120), \
+            progress(db, run_id)
+    finally:
+        for x, w in ws.items():
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+        for w in ws.values():
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    elapsed = time.time() - t0
+    done = progress(db, run_id)
+    assert (done["status"], done["rounds_done"], done["shards_remaining"]) == ("finished", ROUNDS, 0), done
+    assert sorted(done["vantages"]) == ["va", "vb", "vc"], done
+
+    # every target exactly once per round; the round from the row's shard
+    got = rows(db, run_id)
+    assert all(r[8] is not None for r in got), "a row without shard_id"
+    per = {}
+    for rnd, h, *_ in got:
+        per[(rnd, h)] = per.get((rnd, h), 0) + 1
+    assert per == {(rnd, f"h{i}.vantage.test"): 1 for rnd in range(1, ROUNDS + 1) for i in range(1, N + 1)}
+    assert {r[7] for r in got} == {"success"}
+
+    # the database's attribution: the source of the row's family is the named vantage's own
+    for rnd, h, addr, name, s4, s6, *_ in got:
+        v = VANTAGES[name[1]]
+        assert addr == address_of(int(h[1:].split(".")[0]))
+        assert (s4 if ":" not in addr else s6) == [v["src4"] if ":" not in addr else v["src6"]], (h, name, s4, s6)
+
+    # from outside: each row is one connection the server accepted from that vantage's
+    # source, to that address, at that time (one-to-one, nearest time within 2 s)
+    entries = server_log(log)
+    unused = {}
+    for e in entries:
+        unused.setdefault((e["src"], e["dst"]), []).append(e["t"])
+    for rnd, h, addr, name, s4, s6, at, *_ in got:
+        src = (s6 if ":" in addr else s4)[0]
+        ts = unused.get((src, addr), [])
+        assert ts, f"{h} round {rnd}: the server saw no connection from {name} ({src}) to {addr}"
+        best = min(ts, key=lambda t: abs(t - at))
+        assert abs(best - at) < 2, (h, rnd, name, best, at)
+        ts.remove(best)
+    left = {k: ts for k, ts in unused.items() if ts}
+    # the surviving vantages' connections are all accounted for; the killed one's last shard
+    # connected but never committed (rolled back, measured again by another vantage)
+    assert all(by_src[s] == "c" for s, _ in left), left
+    lost = {dst for (s, dst), ts in left.items()}
+    assert lost and all(t <= killed_at + 0.5 for ts in left.values() for t in ts), left
+    # the shard vc died in was committed by another vantage, as a retry (attempt >= 2)
+    hosts = {f"h{i}.vantage.test": address_of(i) for i in range(1, N + 1)}
+    dead_shards = {shard_of(h, SHARDS) for h, a in hosts.items() if a in lost}
+    retried = q(db, "SELECT shard, round, vantage_name, attempt FROM shard_origin WHERE run_id = %s AND attempt >= 2",
+                run_id)
+    assert any(s in dead_shards and name != "vc" for s, _, name, _ in retried), (dead_shards, retried)
+    # each vantage used both families' sources (seen by the server)
+    for x in "ab":
+        seen = {e["src"] for e in entries}
+        assert {VANTAGES[x]["src4"], VANTAGES[x]["src6"]} <= seen
+    by_vantage = {}
+    for r in got:
+        by_vantage[r[3]] = by_vantage.get(r[3], 0) + 1
+    print(f"three vantages, {ROUNDS} rounds x {SHARDS} shards x {N} targets, vc SIGKILLed: {elapsed:.1f} s; "
+          f"rows per vantage {dict(sorted(by_vantage.items()))}; vc's uncommitted connections {sum(map(len, left.values()))};"
+          f" retried shards {retried}")
+
+
+def test_every_result_table_has_shard_id(db):
+    """Every table with rows of a run (a foreign key to scan_run) but the run bookkeeping
+    carries shard_id, so its rows know their round and vantage (schema/0115)."""
+    missing = q(db, """SELECT DISTINCT c.conrelid::regclass::text FROM pg_constraint c
+                       WHERE c.confrelid = 'scan_run'::regclass AND c.contype = 'f'
+                         AND c.conrelid NOT IN ('job_shard'::regclass, 'run_round'::regclass)
+                         AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.conrelid
+                                         AND a.attname = 'shard_id' AND NOT a.attisdropped)""")
+    assert missing == [], missing
