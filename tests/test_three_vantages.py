@@ -52,12 +52,22 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
 s.bind(("::", 80)); s.listen(512)
 print("ready", flush=True)
+norm = lambda a: a[7:] if a.startswith("::ffff:") else a
+
+def serve(c):   # answers a request (handshake-timing's GET) with a small response; a bare connect is closed
+    try:
+        c.settimeout(3)
+        if c.recv(4096):
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    except OSError:
+        pass
+    finally:
+        c.close()
+
 while True:
     c, peer = s.accept()
-    t = time.time()
-    norm = lambda a: a[7:] if a.startswith("::ffff:") else a
-    out.write(json.dumps({"t": t, "src": norm(peer[0]), "dst": norm(c.getsockname()[0])}) + "\n")
-    c.close()
+    out.write(json.dumps({"t": time.time(), "src": norm(peer[0]), "dst": norm(c.getsockname()[0])}) + "\n")
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
 
 
@@ -256,3 +266,89 @@ def test_every_result_table_has_shard_id(db):
                          AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.conrelid
                                          AND a.attname = 'shard_id' AND NOT a.attisdropped)""")
     assert missing == [], missing
+
+
+RTT_MS = {"a": 0, "b": 20, "c": 60}   # the delay line's added round-trip time per vantage (ground truth)
+HT4, HT6 = "198.18.167.101", "2001:2:0:167::102"   # handshake-timing targets: the same two from every vantage
+
+
+def delay_links(tmp_path) -> dict:
+    """Each vantage gets a second link to the server: a TUN pair joined by the testbed's
+    userspace delay line (testbed/delayline.py; this kernel has no netem), adding RTT_MS[x].
+    Vantage i's link is 198.18.16{3+i}.0/24 and 2001:2:0:16{3+i}::/64 (.2 / ::2 the vantage,
+    .1 / ::1 the server); 198.18.167.0/24 and 2001:2:0:167::/64 are local to the server and
+    routed over it. Returns {x: (src4, src6, applied profile, process)}."""
+    out = {}
+    sh("ip", "-n", SRV, "route", "add", "local", "198.18.167.0/24", "dev", "lo")
+    sh("ip", "-n", SRV, "-6", "route", "add", "local", "2001:2:0:167::/64", "dev", "lo")
+    for i, (x, v) in enumerate(VANTAGES.items(), 1):
+        net = 163 + i
+        vt, st = f"nstv{x}t", f"nstvs{x}"
+        for ns, dev, me in ((v["ns"], vt, 2), (SRV, st, 1)):
+            sh("ip", "-n", ns, "tuntap", "add", "dev", dev, "mode", "tun")
+            sh("ip", "-n", ns, "addr", "add", f"198.18.{net}.{me}/24", "dev", dev)
+            sh("ip", "-n", ns, "-6", "addr", "add", f"2001:2:0:{net}::{me}/64", "dev", dev, "nodad")
+            sh("ip", "-n", ns, "link", "set", dev, "mtu", "1500", "up")
+        sh("ip", "-n", v["ns"], "route", "add", "198.18.167.0/24", "dev", vt, "src", f"198.18.{net}.2")
+        sh("ip", "-n", v["ns"], "-6", "route", "add", "2001:2:0:167::/64", "dev", vt, "src", f"2001:2:0:{net}::2")
+        prof, applied = tmp_path / f"profile-{x}.json", tmp_path / f"applied-{x}.json"
+        prof.write_text(json.dumps({"name": f"v{x}", "rtt_ms": RTT_MS[x]}))
+        p = subprocess.Popen([sys.executable, "-m", "testbed.delayline", "--a", f"{v['ns']}:{vt}", "--b", f"{SRV}:{st}",
+                              "--profile", str(prof), "--applied", str(applied)], cwd=REPO,
+                             env=dict(os.environ, PYTHONPATH=str(REPO)), stderr=subprocess.PIPE, text=True)
+        assert wait_for(applied.exists, 10), p.stderr.read() if p.poll() is not None else "no applied file"
+        out[x] = (f"198.18.{net}.2", f"2001:2:0:{net}::2", json.loads(applied.read_text()), p)
+    return out
+
+
+@pytest.mark.slow   # ~45 s (three delay lines, three scans); the campaign test above stays in CI
+def test_vantages_compare_handshake_timing(db, tmp_path, three_vantages):
+    """Issue 26 item 5's comparison: the thesis's handshake times (Tables 3.5/5.1) depend on
+    the path, i.e. on where one stands. Each vantage reaches the same two targets (IPv4,
+    IPv6) over its own delay line (ground truth: the profile the delay line says it applied)
+    and times TCP connections with scan handshake-timing; the figure
+    vantage-compare-handshake-timing shows per vantage n and the medians, with the runs."""
+    import csv
+
+    log = three_vantages
+    links = delay_links(tmp_path)
+    try:
+        runs = {}
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env.pop("NETSURVEY_DSN", None)
+        env.pop("NETSURVEY_VANTAGE", None)
+        for x, v in VANTAGES.items():
+            r = subprocess.run(["ip", "netns", "exec", v["ns"], sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn,
+                                "--vantage", v["name"], "scan", "handshake-timing", "--target", HT4, "--target", HT6,
+                                "--methods", "tcp", "--samples", "3", "--tcp-port", "80"],
+                               cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr[-2000:]
+            runs[x] = q(db, "SELECT max(id) FROM scan_run WHERE kind = 'handshake-timing'")[0][0]
+    finally:
+        for *_, p in links.values():
+            p.terminate()
+            p.wait(10)
+    out = tmp_path / "fig"
+    r = run_cli("plot", "vantage-compare-handshake-timing", *[a for i in runs.values() for a in ("--run", str(i))],
+                "--out", str(out), dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    with open(out / "vantage-compare-handshake-timing.csv") as fh:
+        table = {x["vantage"]: x for x in csv.DictReader(fh)}
+    assert sorted(table) == ["va", "vb", "vc"], table
+    for x, v in VANTAGES.items():
+        row, (s4, s6, applied, _) = table[v["name"]], links[x]
+        assert applied["rtt_ms"] == RTT_MS[x]
+        assert (row["method"], row["targets"], row["samples"], row["runs"]) == ("tcp", "2", "6", str(runs[x]))
+        assert row["sources"].split() == [s4, s6]
+        # connect = one RTT, first byte = two: the delay line's plus the (loaded) machine's own
+        assert RTT_MS[x] <= float(row["connect_median_ms"]) < RTT_MS[x] + 25, row
+        assert 2 * RTT_MS[x] <= float(row["ttfb_median_ms"]) < 2 * RTT_MS[x] + 50, row
+    # from outside: the server accepted 3 connections per target from each vantage's own sources
+    seen = {}
+    for e in server_log(log):
+        seen[(e["src"], e["dst"])] = seen.get((e["src"], e["dst"]), 0) + 1
+    for s4, s6, *_ in links.values():
+        assert (seen.get((s4, HT4)), seen.get((s6, HT6))) == (3, 3), seen
+    assert list(out.glob("vantage-compare-handshake-timing.*"))
+    print("vantage-compare-handshake-timing:", {k: (x["sources"], x["samples"], x["connect_median_ms"],
+                                                   x["ttfb_median_ms"]) for k, x in table.items()})
