@@ -164,28 +164,39 @@ def test_three_vantage_campaign_survives_a_killed_vantage(db, tmp_path, three_va
     from netsurvey.shard import shard_of
     from tests.plugins.vantage_probe_scan import address_of
 
+    sizes = {}
+    for i in range(1, N + 1):
+        k = shard_of(f"h{i}.vantage.test", SHARDS)
+        sizes[k] = sizes.get(k, 0) + 1
+    assert len(sizes) == SHARDS and min(sizes.values()) >= 4, sizes   # the kill's timing below relies on it
     f = tmp_path / "tv.csv"
     f.write_text("".join(f"{i},h{i}.vantage.test\n" for i in range(1, N + 1)))
     assert run_cli("targets", "import", str(f), "--list", "tv", dsn=db.dsn).returncode == 0
     sched = schedule_file(tmp_path, "tv3", ROUNDS, "1s", SHARDS,
-                          ["scan", "vantage-probe", "--list", "tv", "--delay", "0.25", "--concurrency", "1"])
+                          ["scan", "vantage-probe", "--list", "tv", "--delay", "0.3", "--concurrency", "1"])
     t0 = time.time()
     run_id = start(db, sched, "tv3", env=PLUGIN)
-    ws = {x: worker(db, v) for x, v in VANTAGES.items()}
     by_src = {v[k]: x for x, v in VANTAGES.items() for k in ("src4", "src6")}
     c = VANTAGES["c"]
+    # vc starts first (so it surely commits a shard before the others could take them all),
+    # va and vb once vc is probing
+    ws = {"c": worker(db, c)}
+    assert wait_for(lambda: any(by_src.get(e["src"]) == "c" for e in server_log(log)), 90), ws["c"].poll()
+    ws.update({x: worker(db, VANTAGES[x]) for x in "ab"})
 
     def c_mid_shard():
-        """vc committed a shard and is now inside another: the server saw more connections
-        from vc's sources than vc's committed rows account for."""
+        """vc committed a shard and has just begun another: the server saw one or two
+        connections from vc's sources more than vc's committed rows account for (every shard
+        has >= 4 targets, 0.3 s apart: the shard is >= 0.6 s from its end). The log is read
+        before the database, so a commit in between cannot make vc look busier than it is."""
+        seen = sum(by_src.get(e["src"]) == "c" for e in server_log(log))
         committed = q(db, "SELECT count(*) FROM test_vantage_probe p JOIN shard_origin o USING (shard_id)"
                           " WHERE o.vantage_name = 'vc'")[0][0] if q(
             db, "SELECT to_regclass('test_vantage_probe') IS NOT NULL")[0][0] else 0
-        seen = sum(by_src.get(e["src"]) == "c" for e in server_log(log))
-        return committed > 0 and seen > committed and progress(db, run_id)["status"] != "finished"
+        return committed > 0 and 1 <= seen - committed <= 2
 
     try:
-        assert wait_for(c_mid_shard, 90, every=0.1), (progress(db, run_id), [w.poll() for w in ws.values()])
+        assert wait_for(c_mid_shard, 120, every=0.05), (progress(db, run_id), [w.poll() for w in ws.values()])
         kill_ns(c["ns"])                      # SIGKILL: the worker and its shard process, mid-shard
         killed_at = time.time()
         ws["c"].wait(10)
