@@ -16,7 +16,7 @@ Topology (all the test's own, nothing shared is touched; removed at the end):
 
 The campaign: ``schedule start`` of a 2 rounds x 1 s entry of ``scan vantage-probe``
 (tests/plugins/vantage_probe_scan.py: one TCP connect per target, odd ranks IPv4, even
-ranks IPv6) in 6 shards. The rows' round and vantage come from their ``shard_id``
+ranks IPv6) in 4 shards. The rows' round and vantage come from their ``shard_id``
 (schema/0115_row_vantage.sql)."""
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ SRV, BR = "nstv-srv", "nstvbr0"
 VANTAGES = {x: {"ns": f"nstv-{x}", "name": f"v{x}", "src4": f"198.18.160.1{i}", "src6": f"2001:2:0:160::1{i}",
                 "veth": (f"nstv{x}0", f"nstv{x}b"), "mac": f"02:16:00:00:00:1{i}"}
             for i, x in enumerate("abc", 1)}
-N, SHARDS, ROUNDS = 36, 6, 2
+N, SHARDS, ROUNDS = 30, 4, 2
 
 SERVER = r"""
 import json, socket, sys, time, threading
