@@ -363,3 +363,33 @@ def test_vantages_compare_handshake_timing(db, tmp_path, three_vantages):
     assert list(out.glob("vantage-compare-handshake-timing.*"))
     print("vantage-compare-handshake-timing:", {k: (x["sources"], x["samples"], x["connect_median_ms"],
                                                    x["ttfb_median_ms"]) for k, x in table.items()})
+
+
+def test_row_vantage_without_shard_id(db):
+    """row_vantage(run_id, NULL) (a row not stamped: a run without shards, or written
+    outside ResultWriter) is the run's vantage only when the run and its shards recorded
+    one; a run measured from two vantages gives NULL, never the first shard's. With a
+    shard_id it is that shard's, whatever scan_run.vantage says."""
+    va = {"name": "va", "sources": {"ipv4": ["198.18.160.11"], "ipv6": []}}
+    vb = {"name": "vb", "sources": {"ipv4": ["198.18.160.12"], "ipv6": []}}
+    with db.connect() as conn:
+        def run(v, shards=None):
+            return conn.execute("INSERT INTO scan_run (kind, vantage, shards) VALUES ('t', %s, %s) RETURNING id",
+                                (json.dumps(dict(v, sources_towards="targets")), shards)).fetchone()[0]
+
+        def shard(r, i, v):
+            return conn.execute("INSERT INTO job_shard (run_id, shard, status, vantage) VALUES (%s, %s, 'finished', %s)"
+                                " RETURNING id", (r, i, json.dumps(v))).fetchone()[0]
+
+        inline = run(va)
+        one = run(va, 2)
+        shard(one, 0, dict(va, sources_towards="targets"))
+        shard(one, 1, dict(va, sources_towards="options"))   # same vantage, other lookup basis: still one
+        two = run(va, 2)
+        s0 = shard(two, 0, va)
+        s1 = shard(two, 1, vb)
+        got = conn.execute("SELECT row_vantage(%s, NULL), row_vantage(%s, NULL), row_vantage(%s, NULL),"
+                           " row_vantage(%s, %s), row_vantage(%s, %s)",
+                           (inline, one, two, two, s0, two, s1)).fetchone()
+    assert got[0] == va and got[1] == va and got[2] is None
+    assert got[3] == va and got[4] == vb
