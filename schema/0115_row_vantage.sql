@@ -31,6 +31,8 @@ BEGIN
     FOR t IN SELECT DISTINCT c.conrelid::regclass FROM pg_constraint c
              WHERE c.confrelid = 'scan_run'::regclass AND c.contype = 'f'
                AND c.conrelid NOT IN ('job_shard'::regclass, 'run_round'::regclass)
+               -- a partition gets the column from its parent (ADD COLUMN on it is refused)
+               AND NOT (SELECT relispartition FROM pg_class WHERE oid = c.conrelid)
     LOOP
         EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS shard_id bigint', t);
         EXECUTE format($c$COMMENT ON COLUMN %s.shard_id IS %L$c$, t,
