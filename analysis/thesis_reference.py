@@ -274,6 +274,8 @@ REFERENCES: tuple[Ref, ...] = (
 NOT_PUBLISHED: dict[str, str] = {
     "vantage-compare-dns-ecs": "no thesis counterpart: the thesis scanned from one vantage; this compares "
                                "vantages of our own (issue 26)",
+    "vantage-compare-handshake-timing": "no thesis counterpart: the thesis timed handshakes from one vantage "
+                                        "(Tables 3.5/5.1); this compares vantages of our own (issue 26)",
     "browser-plt-cdf": "no thesis counterpart: the page-load time is BLAST's metric, the thesis has no such figure",
     "browser-tracking-table": "Tables 3.2, 4.2 and 6.1 are per-browser verdicts for the 2018-2019 browser "
                               "versions tested then; not entered as reference numbers (other browsers/versions)",

@@ -169,7 +169,8 @@ CREATE TABLE {{TABLE}} (
     port        integer NOT NULL,
     status      text NOT NULL,
     error       text,
-    connect_ms  double precision
+    connect_ms  double precision,
+    shard_id    bigint
 );
 CREATE INDEX ON {{TABLE}} (run_id);
 COMMENT ON TABLE {{TABLE}} IS '{{NAME}}: one row per probed target';
@@ -179,6 +180,7 @@ COMMENT ON COLUMN {{TABLE}}.port IS 'TCP port probed';
 COMMENT ON COLUMN {{TABLE}}.status IS 'zgrab2-style status (success, connection-refused, ...)';
 COMMENT ON COLUMN {{TABLE}}.error IS 'short error text for anything but success';
 COMMENT ON COLUMN {{TABLE}}.connect_ms IS 'time to complete the TCP handshake, milliseconds';
+COMMENT ON COLUMN {{TABLE}}.shard_id IS 'job_shard.id of the shard that wrote the row (stamped by ResultWriter): its round and vantage; NULL for a run without shards (see row_vantage, shard_origin)';
 '''
 
 _TEST = '''"""The {{NAME}} measurement against a local listener (scaffold test)."""

@@ -38,6 +38,7 @@ def shard_of(key: str, count: int) -> int:
 
 _conn: Optional[psycopg.Connection] = None
 _filtered = False
+_row_id: Optional[int] = None
 
 
 def mark_filtered() -> None:
@@ -66,6 +67,17 @@ def connection(dsn: str) -> psycopg.Connection:
     return _conn
 
 
+def row_id(dsn: str) -> int:
+    """This shard's ``job_shard.id``, drawn once (a sequence value: not rolled back) and
+    committed with its job_shard row; ResultWriter stamps it into each row's ``shard_id``,
+    so every row knows the shard - round and vantage - whose commit brought it in."""
+    global _row_id
+    if _row_id is None:
+        _row_id = connection(dsn).execute(
+            "SELECT nextval(pg_get_serial_sequence('job_shard', 'id'))").fetchone()[0]
+    return _row_id
+
+
 def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     """Commit the shard's results with its job_shard row; False if it was already committed
     (then everything this attempt wrote is rolled back). Marks the run finished when the
@@ -87,10 +99,10 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
 
     with signals_deferred():   # a SIGTERM between the job_shard row and the commit lost both
         row = conn.execute(
-            """INSERT INTO job_shard (run_id, round, shard, status, counts, worker, attempt, vantage)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, round, shard) DO NOTHING RETURNING shard""",
+            """INSERT INTO job_shard (run_id, round, shard, status, counts, worker, attempt, vantage, id)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, round, shard) DO NOTHING RETURNING shard""",
             (spec.run_id, spec.round, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
-             spec.attempt, shard_vantage_json())).fetchone()
+             spec.attempt, shard_vantage_json(), row_id(dsn))).fetchone()
         if row is None:
             conn.rollback()
             return False

@@ -6,6 +6,11 @@ its own transaction, so a crash loses at most the unflushed buffer. Buffers are 
 on :meth:`ResultWriter.close`, on leaving the ``with`` block, and on SIGTERM/SIGINT
 (see :func:`flush_all_on_signal`).
 
+In a shard of a sharded run, a table with a ``shard_id`` column (every result table, see
+schema/0115_row_vantage.sql) gets the shard's ``job_shard.id`` appended to each row: the
+row knows its round and its vantage (``row_vantage(run_id, shard_id)``, view
+``shard_origin``) without the measurement doing anything.
+
 Example::
 
     with ResultWriter(db, "tfo_probe", ["run_id", "address", "cookie"],
@@ -71,6 +76,14 @@ class ResultWriter:
         self.table = table
         self.columns = list(columns)
         self.types = list(types) if types else None
+        self._stamp = None   # shard mode: this shard's job_shard.id, appended to each row as shard_id
+        if self._db is not None and shard.current() is not None and "shard_id" not in self.columns and \
+                self._conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = "
+                                   "'shard_id' AND NOT attisdropped", (table,)).fetchone():
+            self._stamp = shard.row_id(self._db.dsn)
+            self.columns.append("shard_id")
+            if self.types:
+                self.types.append("int8")
         self.batch_rows = batch_rows
         self.retry_seconds = retry_seconds
         self._buf: list[Sequence[Any]] = []
@@ -88,6 +101,8 @@ class ResultWriter:
 
     def write(self, row: Sequence[Any]) -> None:
         """Buffer one row (a tuple in column order); flushes when the batch is full."""
+        if self._stamp is not None:
+            row = (*row, self._stamp)
         self._buf.append(row)
         if len(self._buf) >= self.batch_rows:
             if self._background:
