@@ -14,7 +14,8 @@ Namespaces (prefix ``nstq-``; each server namespace joined to the vantage by its
   /usr/sbin/gtlsserver, 0.12.1), ``ngtcp2.zooq.test``, 198.18.142.10 / 2001:2:0:142::10:
   UDP 443 stock (only ``-q -d DOCROOT``); UDP 4443 the same server with ``--validate-addr``
   (the one non-stock setting, for a test: without it the server never sends a Retry, so
-  token acceptance is invisible to a client - see NGTCP2_FACTS).
+  token acceptance is invisible to a client - see NGTCP2_FACTS) and its wall clock sped up
+  200x by libfaketime (NGTCP2_VALIDATE_SPEEDUP), so its 3600 s token lifetime is 18 s.
 - ``nstq-tfo``: testbed/tfo_server.py on TCP 80 with TFO (``net.ipv4.tcp_fastopen=3``) and
   the key pair TFO_KEYS (primary, backup), ``tfo.zooq.test``, 198.18.143.10 /
   2001:2:0:143::10. Tests swap the keys with :func:`set_tfo_keys`.
@@ -45,7 +46,7 @@ QUICGO_BIN = REPO / "tools" / "go" / "bin" / "zoo-quicgo"
 QUICGO_VERSION = "v0.65.0"       # scripts/build_zoo_quic.sh builds this version
 NGTCP2_BIN = "/usr/sbin/gtlsserver"
 #: bumped when what `up` builds changes: an older zoo is rebuilt instead of being taken as up
-LAYOUT = 1
+LAYOUT = 3   # 2: the --validate-addr instance under libfaketime (3: x200)
 #: the TFO namespace's keys at start-up: (primary, backup), net.ipv4.tcp_fastopen_key format
 TFO_KEYS = ("a0a0a0a0-a1a1a1a1-a2a2a2a2-a3a3a3a3", "b0b0b0b0-b1b1b1b1-b2b2b2b2-b3b3b3b3")
 
@@ -72,6 +73,14 @@ HOSTS = (
 QUIC_PORT = 443
 NGTCP2_VALIDATE_PORT = 4443
 TFO_PORT = 80
+#: The --validate-addr ngtcp2 instance runs its wall clock NGTCP2_VALIDATE_SPEEDUP times faster
+#: (libfaketime; the monotonic clock, which drives QUIC's timers, is left alone): its 3600 s
+#: token lifetime (NGTCP2_FACTS token_lifetime_s, checked against system_clock) then passes in
+#: 3600 / NGTCP2_VALIDATE_SPEEDUP = 18 s of real time (its Retry tokens, 10 s, last 50 ms), so a test sees tokens expire.
+NGTCP2_VALIDATE_SPEEDUP = 200
+FAST_CLOCK_ENV = {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                  "FAKETIME": f"+0 x{NGTCP2_VALIDATE_SPEEDUP}", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                  "FAKETIME_NO_CACHE": "1"}
 
 
 def host(label: str) -> ZooQuicHost:
@@ -174,10 +183,10 @@ def _specs(d: Path) -> list[ProcSpec]:
     n = host("ngtcp2")
     if available("ngtcp2"):
         cert, key = issue_cert(pki, n.hostname, [n.hostname])
-        for name, port, extra in (("ngtcp2", QUIC_PORT, []), ("ngtcp2-validate", NGTCP2_VALIDATE_PORT,
-                                                               ["--validate-addr"])):
+        for name, port, extra, env in (("ngtcp2", QUIC_PORT, [], {}),
+                                       ("ngtcp2-validate", NGTCP2_VALIDATE_PORT, ["--validate-addr"], FAST_CLOCK_ENV)):
             # '*' binds every address (IPv4 and IPv6) of the namespace (server.cc create_sock)
-            specs.append(ProcSpec(name=name, namespace=netns_name(n.namespace),
+            specs.append(ProcSpec(name=name, namespace=netns_name(n.namespace), env=env,
                                   argv=[NGTCP2_BIN, "-q", "-d", str(www), *extra, "*", str(port), str(key), str(cert)],
                                   ready_udp=("0.0.0.0", port)))
     t = host("tfo")
@@ -265,6 +274,8 @@ def status() -> dict:
             e.update({"port": QUIC_PORT, "facts": FACTS[h.label]})
             if h.label == "ngtcp2":
                 e["validate_addr_port"] = NGTCP2_VALIDATE_PORT
+                e["validate_addr_clock_speedup"] = NGTCP2_VALIDATE_SPEEDUP
+                e["validate_addr_token_lifetime_real_s"] = FACTS["ngtcp2"]["token_lifetime_s"]["value"] / NGTCP2_VALIDATE_SPEEDUP
         hosts[h.label] = e
     return {"up": healthy(), "vantage_netns": netns_name(VANTAGE), "hosts": hosts,
             "processes": [{"name": p["name"], "pid": p["pid"], "running": _alive(p), "log": p["log"]}
