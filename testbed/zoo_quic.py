@@ -15,7 +15,8 @@ Namespaces (prefix ``nstq-``; each server namespace joined to the vantage by its
   UDP 443 stock (only ``-q -d DOCROOT``); UDP 4443 the same server with ``--validate-addr``
   (the one non-stock setting, for a test: without it the server never sends a Retry, so
   token acceptance is invisible to a client - see NGTCP2_FACTS) and its wall clock sped up
-  200x by libfaketime (NGTCP2_VALIDATE_SPEEDUP), so its 3600 s token lifetime is 18 s.
+  200x by libfaketime (NGTCP2_VALIDATE_SPEEDUP), so its 3600 s token lifetime is 18 s; UDP
+  4444 the same --validate-addr server on the real clock (Retry and token acceptance).
 - ``nstq-tfo``: testbed/tfo_server.py on TCP 80 with TFO (``net.ipv4.tcp_fastopen=3``) and
   the key pair TFO_KEYS (primary, backup), ``tfo.zooq.test``, 198.18.143.10 /
   2001:2:0:143::10. Tests swap the keys with :func:`set_tfo_keys`.
@@ -46,7 +47,7 @@ QUICGO_BIN = REPO / "tools" / "go" / "bin" / "zoo-quicgo"
 QUICGO_VERSION = "v0.65.0"       # scripts/build_zoo_quic.sh builds this version
 NGTCP2_BIN = "/usr/sbin/gtlsserver"
 #: bumped when what `up` builds changes: an older zoo is rebuilt instead of being taken as up
-LAYOUT = 3   # 2: the --validate-addr instance under libfaketime (3: x200)
+LAYOUT = 4   # 2: the --validate-addr instance under libfaketime (3: x200; 4: + one on the real clock)
 #: the TFO namespace's keys at start-up: (primary, backup), net.ipv4.tcp_fastopen_key format
 TFO_KEYS = ("a0a0a0a0-a1a1a1a1-a2a2a2a2-a3a3a3a3", "b0b0b0b0-b1b1b1b1-b2b2b2b2-b3b3b3b3")
 
@@ -72,6 +73,8 @@ HOSTS = (
 )
 QUIC_PORT = 443
 NGTCP2_VALIDATE_PORT = 4443
+#: the same --validate-addr server on the real clock (its Retry tokens last 10 s, not 50 ms)
+NGTCP2_VALIDATE_RT_PORT = 4444
 TFO_PORT = 80
 #: The --validate-addr ngtcp2 instance runs its wall clock NGTCP2_VALIDATE_SPEEDUP times faster
 #: (libfaketime; the monotonic clock, which drives QUIC's timers, is left alone): its 3600 s
@@ -184,7 +187,8 @@ def _specs(d: Path) -> list[ProcSpec]:
     if available("ngtcp2"):
         cert, key = issue_cert(pki, n.hostname, [n.hostname])
         for name, port, extra, env in (("ngtcp2", QUIC_PORT, [], {}),
-                                       ("ngtcp2-validate", NGTCP2_VALIDATE_PORT, ["--validate-addr"], FAST_CLOCK_ENV)):
+                                       ("ngtcp2-validate", NGTCP2_VALIDATE_PORT, ["--validate-addr"], FAST_CLOCK_ENV),
+                                       ("ngtcp2-validate-rt", NGTCP2_VALIDATE_RT_PORT, ["--validate-addr"], {})):
             # '*' binds every address (IPv4 and IPv6) of the namespace (server.cc create_sock)
             specs.append(ProcSpec(name=name, namespace=netns_name(n.namespace), env=env,
                                   argv=[NGTCP2_BIN, "-q", "-d", str(www), *extra, "*", str(port), str(key), str(cert)],
@@ -274,6 +278,7 @@ def status() -> dict:
             e.update({"port": QUIC_PORT, "facts": FACTS[h.label]})
             if h.label == "ngtcp2":
                 e["validate_addr_port"] = NGTCP2_VALIDATE_PORT
+                e["validate_addr_real_clock_port"] = NGTCP2_VALIDATE_RT_PORT
                 e["validate_addr_clock_speedup"] = NGTCP2_VALIDATE_SPEEDUP
                 e["validate_addr_token_lifetime_real_s"] = FACTS["ngtcp2"]["token_lifetime_s"]["value"] / NGTCP2_VALIDATE_SPEEDUP
         hosts[h.label] = e

@@ -72,8 +72,19 @@ def _label(hostname: str) -> str:
 def test_handshake_tokens_tickets_0rtt(db, zoo):
     """One fresh + one resume connection per address (scan quic): Retry, NEW_TOKEN (count,
     layout), tickets (count, lifetime, max_early_data), resumption and 0-RTT."""
-    res = _scan(db, "quic", *_targets(zoo, "quicgo"), *_targets(zoo, "ngtcp2"), "--timeout=3s")
+    rt_port = zoo["hosts"]["ngtcp2"]["validate_addr_real_clock_port"]
+    res = _scan(db, "quic", *_targets(zoo, "quicgo"), *_targets(zoo, "ngtcp2"), *_targets(zoo, "ngtcp2", rt_port),
+                "--timeout=3s")
     conns = _rows(db, "SELECT * FROM quic_connection WHERE run_id = %s ORDER BY conn_id", res["run_id"])
+    # ngtcp2 --validate-addr: Retry without a token; the NEW_TOKEN token of the first
+    # connection is accepted on the second (no Retry)
+    va = [c for c in conns if c["port"] == rt_port]
+    f = zoo["hosts"]["ngtcp2"]["facts"]
+    assert len(va) == 4 and all(c["status"] == "success" for c in va), va
+    for c in va:
+        assert c["retry"] is (f["retry_with_validate_addr"]["value"] if c["purpose"] == "fresh" else False), c
+        assert c["purpose"] == "fresh" or c["presented_token_len"] == f["token_format"]["token_len_bytes"], c
+    conns = [c for c in conns if c["port"] != rt_port]
     toks = _rows(db, "SELECT * FROM quic_token WHERE run_id = %s", res["run_id"])
     tiks = _rows(db, "SELECT * FROM quic_ticket WHERE run_id = %s", res["run_id"])
     assert len(conns) == 8 and all(c["status"] == "success" for c in conns), conns
@@ -105,11 +116,13 @@ def test_handshake_tokens_tickets_0rtt(db, zoo):
         assert t["max_early_data"] == f["ticket_max_early_data"]["value"], t
 
 
+@pytest.mark.slow
 def test_ngtcp2_token_lifetime_and_reuse(db, zoo):
     """ngtcp2 with --validate-addr under a 400x wall clock (testbed/zoo_quic.py): quic-turnover
     sees Retry on every fresh connection, the same token accepted again and again (not
     single-use) until it is 3600 s (server clock) = 18 s old, ngtcp2's token layout (no key id,
-    so no key prefix), and ticket lifetime and early-data size as on the stock instance."""
+    so no key prefix), and ticket lifetime and early-data size as on the stock instance.
+    ~35 s: slow (make test has Retry and token acceptance in test_handshake_tokens_tickets_0rtt)."""
     h = zoo["hosts"]["ngtcp2"]
     f = h["facts"]
     life_s = h["validate_addr_token_lifetime_real_s"]
@@ -184,3 +197,64 @@ asyncio.run(main())
     assert r.returncode == 0, r.stderr[-2000:]
     first, again = json.loads(r.stdout.strip().splitlines()[-1])
     assert first == [3, 2] and again == [3, 3], r.stdout   # 3 = resumed + 0-RTT, 2 = resumed only
+
+
+# ------------------------------------------------------------------ TFO key pair
+_K1, _K2, _K3 = ("11111111-11111111-11111111-11111111", "22222222-22222222-22222222-22222222",
+                 "33333333-33333333-33333333-33333333")
+
+
+def _tfo_cookie(db, addr: str) -> tuple[int, bytes]:
+    res = _scan(db, "tfo", f"--cidr={addr}/32", "--port=80", "--cooldown=0.3")
+    (row,) = _rows(db, "SELECT cookie FROM tfo_probe WHERE run_id = %s", res["run_id"])
+    assert row["cookie"], row
+    return res["run_id"], bytes(row["cookie"])
+
+
+def _represent(db, run_id: int) -> dict:
+    res = _scan(db, "tfo-reuse", f"--cookies-from={run_id}", "--port=80", "--cooldown=0.3")
+    (row,) = _rows(db, "SELECT * FROM tfo_reuse WHERE run_id = %s", res["run_id"])
+    assert row["control"] is True and row["cookie_run_id"] == run_id and row["reply"] == "syn-ack", row
+    return row
+
+
+def test_tfo_backup_key_accepts_old_cookie(db, zoo):
+    """Linux's TFO key pair (TFO_FACTS): after a rotation (new primary, old key as backup) a
+    cookie made under the old key is still accepted - the SYN's data is acknowledged - and
+    the SYN-ACK carries a new cookie from the new primary key; once the old key is dropped
+    the cookie is refused. Checked against the server namespace's own counters
+    (TcpExtTCPFastOpenPassive / PassiveAltKey / PassiveFail), not only the scanner's rows."""
+    from testbed import zoo_quic
+
+    addr = zoo["hosts"]["tfo"]["addresses"][0]
+    try:
+        zoo_quic.set_tfo_keys(_K1)
+        run1, c1 = _tfo_cookie(db, addr)
+        assert zoo_quic.set_tfo_keys(_K2, _K1).replace("-", "").count(",") == 1   # kernel reports both keys
+        n0 = zoo_quic.tfo_counters()
+        r = _represent(db, run1)                                  # c1 under (K2 primary, K1 backup)
+        n1 = zoo_quic.tfo_counters()
+        assert r["data_acked"] is True and r["new_cookie"] and bytes(r["new_cookie"]) != c1, r
+        d = {k: n1.get(k, 0) - n0.get(k, 0) for k in ("TCPFastOpenPassive", "TCPFastOpenPassiveAltKey",
+                                                       "TCPFastOpenPassiveFail")}
+        assert d == {"TCPFastOpenPassive": 1, "TCPFastOpenPassiveAltKey": 1, "TCPFastOpenPassiveFail": 0}, d
+        n2 = n1
+        zoo_quic.set_tfo_keys(_K3, _K2)                           # K1 gone
+        r3 = _represent(db, run1)
+        n3 = zoo_quic.tfo_counters()
+        assert r3["data_acked"] is False and r3["new_cookie"] and bytes(r3["new_cookie"]) != c1, r3
+        assert n3.get("TCPFastOpenPassiveFail", 0) - n2.get("TCPFastOpenPassiveFail", 0) == 1
+        res = _rows(db, "SELECT * FROM tfo_reuse_summary WHERE run_id IN (SELECT max(run_id) FROM tfo_reuse)")
+        assert res[0]["accepted"] == 0 and res[0]["new_cookie_issued"] == 1 and res[0]["accepted_new_cookie"] == 0
+        s1 = _rows(db, "SELECT s.* FROM tfo_reuse_summary s JOIN tfo_reuse r USING (run_id) "
+                       "WHERE r.cookie_run_id = %s AND r.data_acked", run1)
+        assert s1[0]["accepted"] == 1 and s1[0]["accepted_new_cookie"] == 1 and s1[0]["new_cookie_issued"] == 0
+    finally:
+        zoo_quic.set_tfo_keys(*zoo_quic.TFO_KEYS)
+
+
+def test_tfo_cookies_from_bad_input(db, zoo):
+    r = run_cli("scan", "tfo-reuse", "--cookies-from=999999", "--port=80", dsn=db.dsn)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no run 999999" in r.stderr, r.stderr
+    r = run_cli("scan", "tfo-reuse", "--port=80", dsn=db.dsn)
+    assert r.returncode == 2 and "--list or --cookies-from" in r.stderr
