@@ -136,13 +136,13 @@ def quic_token_layout(data: bytes) -> None:
     for t in toks:
         lay = tk.classify_token(t, fam)
         lays.append(lay)
-        _check(lay.family in ("netsurvey", "ngtcp2", "ngtcp2-retry", "quic-go", "unknown"), f"family {lay}")
+        _check(lay.family in ("netsurvey-testbed", "ngtcp2", "ngtcp2-retry", "quic-go", "unknown"), f"family {lay}")
         _check((lay.key_id_len is None) == (lay.family == "unknown"), f"key id length {lay}")
         plen = lay.key_prefix_len
         _check(plen is None or 0 <= plen <= len(t), f"key prefix {plen} of a {len(t)}-byte token")
         if lay.family == "ngtcp2":
             _check(t[:1] == b"\x36" and len(t) >= tk.NGTCP2_REGULAR_LEN and plen == 0, f"ngtcp2 {lay}")
-        if lay.family == "netsurvey":
+        if lay.family == "netsurvey-testbed":
             _check(t[:1] == b"\x01" and len(t) in (45, 57) and plen == 5, f"netsurvey {lay}")
     common = tk.common_key_prefix_len(lays)
     _check(common is None or (len({x.family for x in lays}) == 1 and common == lays[0].key_prefix_len),

@@ -7,7 +7,7 @@
 ALTER TABLE quic_token
     ADD COLUMN token_format text,
     ADD COLUMN key_id_len   integer;
-COMMENT ON COLUMN quic_token.token_format IS 'Token layout recognised from its bytes (scanners/quic/tokens.py): netsurvey (the testbed''s aioquic server), ngtcp2, ngtcp2-retry, quic-go (length only: consistent with), unknown; NULL in rows written before migration 0105.';
+COMMENT ON COLUMN quic_token.token_format IS 'Token layout recognised from its bytes (scanners/quic/tokens.py): netsurvey-testbed (the testbed''s aioquic server), ngtcp2, ngtcp2-retry, quic-go (length only: consistent with), unknown; NULL in rows written before migration 0105.';
 COMMENT ON COLUMN quic_token.key_id_len IS 'Bytes of key identifier the recognised layout carries (0 = the layout has none); NULL = unknown layout (quic-turnover then infers it from shared prefixes).';
 ALTER TABLE quic_turnover_host ADD COLUMN token_format text;
 COMMENT ON COLUMN quic_turnover_host.token_format IS 'Layout of this address''s tokens when all of them have one recognised layout (scanners/quic/tokens.py), else ''mixed'' or ''unknown''; token_key_prefix_len comes from that layout when it is known. NULL without tokens or before migration 0105.';

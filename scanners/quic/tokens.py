@@ -6,7 +6,7 @@ fixed structure, and knowing it keeps quic-turnover from reading a constant *for
 as a key identifier (ngtcp2's 0x36 magic looked like a 1-byte key id that never rotates),
 or from missing a real key id. Recognised, each from the implementation's own source:
 
-- ``netsurvey``: the testbed's aioquic server (testbed/quic_server.py): ``0x01 | key_id[4] |
+- ``netsurvey-testbed``: the testbed's aioquic server (testbed/quic_server.py): ``0x01 | key_id[4] |
   nonce[12] | AES-GCM(ip || time[8])`` -> 45 bytes (IPv4 client) / 57 (IPv6); key id: bytes 1-4.
 - ``ngtcp2``: ngtcp2_crypto_generate_regular_token() (ngtcp2 crypto/shared.c; v0.12.1 and
   1.x): ``0x36 | AEAD(timestamp[8]) tag[16] | rand[32]`` = 57 bytes (1.x
@@ -41,7 +41,7 @@ _QUICGO_DER_BASE = {False: 2 + 3 + 7 + 10 + 2 + 4, True: 2 + 3 + 19 + 10 + 2 + 4
 class TokenLayout:
     """What a token's bytes say about its issuer.
 
-    :ivar family: 'netsurvey', 'ngtcp2', 'ngtcp2-retry', 'quic-go' or 'unknown'.
+    :ivar family: 'netsurvey-testbed', 'ngtcp2', 'ngtcp2-retry', 'quic-go' or 'unknown'.
     :ivar key_id_offset: where a key id starts, bytes.
     :ivar key_id_len: key id length, bytes (0 = the layout has none; None = unknown).
     """
@@ -69,7 +69,7 @@ def classify_token(token: bytes, ipv6: Optional[bool] = None) -> TokenLayout:
         return UNKNOWN
     first = token[0]
     if first == NETSURVEY_TOKEN_VERSION and n in (1 + 4 + 12 + 4 + 8 + 16, 1 + 4 + 12 + 16 + 8 + 16):
-        return TokenLayout("netsurvey", 1, 4)
+        return TokenLayout("netsurvey-testbed", 1, 4)
     if first == NGTCP2_MAGIC_REGULAR and n >= NGTCP2_REGULAR_LEN:
         return TokenLayout("ngtcp2", 1, 0)
     if first == NGTCP2_MAGIC_RETRY and n >= 1 + 1 + 8 + 16 + 32:
