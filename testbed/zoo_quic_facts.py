@@ -118,11 +118,12 @@ NGTCP2_FACTS = {
 
 TFO_FACTS = {
     "implementation": "Linux kernel TCP Fast Open server (testbed/tfo_server.py, TCP_FASTOPEN), key pair",
-    "key_pair": {"value": True, "source": "Documentation/networking/ip-sysctl.rst tcp_fastopen_key: 'The "
-                 "first value is the primary key ... The second value is the backup key, it is only used to "
-                 "validate cookies, not to generate new ones' (since Linux 5.2, commit 9092a76d3cf8 'tcp: add "
-                 "backup TFO key infrastructure'); net/ipv4/sysctl_net_ipv4.c proc_tcp_fastopen_key() parses "
-                 "'primary,backup'"},
+    "key_pair": {"value": True, "source": "Documentation/networking/ip-sysctl.rst tcp_fastopen_key: 'The list "
+                 "consists of a primary key and an optional backup key. The primary key is used for both creating "
+                 "and validating cookies, while the optional backup key is only used for validating cookies.' "
+                 "(commits 9092a76d3cf8 'tcp: add backup TFO key infrastructure' and aa1236cdfa89 'tcp: add support "
+                 "for optional TFO backup key to net.ipv4.tcp_fastopen_key', Linux 5.3; net/ipv4/sysctl_net_ipv4.c "
+                 "proc_tcp_fastopen_key() parses 'primary,backup'). Machine kernel: 6.18"},
     "backup_key_accepts_cookie": {"value": True, "source": "net/ipv4/tcp_fastopen.c tcp_fastopen_cookie_gen_check(): "
                                   "the cookie is checked against every key of tcp_fastopen_context_len() (primary, "
                                   "then backup); a match on the backup returns 2 ('valid, but a new cookie is "
