@@ -57,6 +57,12 @@ QUICGO_FACTS = {
                  "'if !h.allow0RTT' 0-RTT is refused (Allow0RTT false, see ticket_max_early_data)"},
     "resumption": {"value": True, "source": "go1.26 crypto/tls: SessionTicketsDisabled false (common.go); "
                    "quic-go keeps resumption without 0-RTT"},
+    "ticket_key_scope": {"value": "listener", "measured_by": "hand (scanners.quic.handshake.quic_connect from "
+                         "nstq-vantage, 2026-11-24): an IPv4 ticket is not resumed at the IPv6 address, and is at "
+                         "IPv4; no netsurvey scanner measures cross-address resumption for QUIC yet",
+                         "source": _QG + "example/main.go:167-174 one http3.Server per -bind address, each "
+                         "ListenAndServeTLS(); http3/server.go:227-236 builds a new tls.Config per call, and Go's "
+                         "crypto/tls draws automatic ticket keys per tls.Config (common.go Config.ticketKeys())"},
 }
 
 _NG = "ngtcp2 v0.12.1 "
@@ -111,6 +117,10 @@ NGTCP2_FACTS = {
     "resumption": {"value": True, "source": _NG + "examples/tls_server_session_gnutls.cc:97 "
                    "gnutls_session_ticket_enable_server() with one key per process "
                    "(tls_server_context_gnutls.cc:91 gnutls_session_ticket_key_generate)"},
+    "ticket_key_scope": {"value": "process", "measured_by": "hand, as for quic-go: an IPv4 ticket is resumed at "
+                         "the IPv6 address",
+                         "source": _NG + "examples/tls_server_context_gnutls.cc:91 one "
+                         "gnutls_session_ticket_key_generate() per process ('*' binds both families in one server)"},
     "ticket_format": {"value": "gnutls", "key_id_len": 16,
                       "source": "GnuTLS 3.7.9 lib/ext/session_ticket.c pack_ticket(): key_name[16] IV[16] ...; "
                       "lib/gnutls_int.h TICKET_KEY_NAME_SIZE 16"},
