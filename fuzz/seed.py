@@ -138,6 +138,22 @@ def _atlas_seeds() -> list[bytes]:
             out.append(b"\x00" + p.read_bytes())
     return out
 
+def _token_seeds() -> list[bytes]:
+    """[family byte][count][len16 token]...: each layout scanners/quic/tokens.py knows, twice,
+    a mix, and an unknown one (issue 24)."""
+    import hashlib
+
+    rnd = lambda tag, n: (hashlib.sha256(tag).digest() * (n // 32 + 1))[:n]  # noqa: E731
+
+    def pack(fam, *ts):
+        return bytes([fam, len(ts)]) + b"".join(struct.pack("!H", len(t)) + t for t in ts)
+    ng = [b"\x36" + rnd(b"ng%d" % i, 56) for i in range(2)]
+    ours = [b"\x01\x00\x00\x00\x07" + rnd(b"o%d" % i, 40) for i in range(2)]
+    qg4 = [rnd(b"q%d" % i, 91) for i in range(2)]
+    qg6 = [rnd(b"q6%d" % i, 103) for i in range(2)]
+    return [pack(0, *ng), pack(1, *ours), pack(1, *qg4), pack(2, *qg6), pack(0, b"\xb6" + rnd(b"r", 77)),
+            pack(2, ng[0], ours[0]), pack(1, rnd(b"u", 95)), pack(0)]
+
 
 SEEDS = {
     "tfo_options": lambda: [b"\x02\x04\x05\xb4\x04\x02\x08\x0a" + bytes(8) + b"\x01\x03\x03\x07\x22\x0a" + bytes(8),
@@ -145,6 +161,7 @@ SEEDS = {
     "tls_records": _tls_seeds,
     "tls_ticket": _ticket_seeds,
     "tls_ticket_layout": _layout_seeds,
+    "quic_token_layout": _token_seeds,
     "tls_certificate": _cert_seeds,
     "dns_reply": _dns_seeds,
     "quic_version_negotiation": _quic_seeds,

@@ -125,6 +125,30 @@ def tls_ticket_layout(data: bytes) -> None:
         _check(len(ids) < len(nonempty), "a key id inferred from a prefix that no two tickets share")
 
 
+def quic_token_layout(data: bytes) -> None:
+    """NEW_TOKEN token layouts (scanners/quic/tokens.py, issue 24): 1-4 tokens (split as
+    tls_ticket_layout splits tickets); the first byte of the input picks the address family."""
+    from scanners.quic import tokens as tk
+
+    fam = (None, False, True)[data[0] % 3] if data else None
+    toks = split_tickets(data[1:])
+    lays = []
+    for t in toks:
+        lay = tk.classify_token(t, fam)
+        lays.append(lay)
+        _check(lay.family in ("netsurvey-testbed", "ngtcp2", "ngtcp2-retry", "quic-go", "unknown"), f"family {lay}")
+        _check((lay.key_id_len is None) == (lay.family == "unknown"), f"key id length {lay}")
+        plen = lay.key_prefix_len
+        _check(plen is None or 0 <= plen <= len(t), f"key prefix {plen} of a {len(t)}-byte token")
+        if lay.family == "ngtcp2":
+            _check(t[:1] == b"\x36" and len(t) >= tk.NGTCP2_REGULAR_LEN and plen == 0, f"ngtcp2 {lay}")
+        if lay.family == "netsurvey-testbed":
+            _check(t[:1] == b"\x01" and len(t) in (45, 57) and plen == 5, f"netsurvey {lay}")
+    common = tk.common_key_prefix_len(lays)
+    _check(common is None or (len({x.family for x in lays}) == 1 and common == lays[0].key_prefix_len),
+           "common key prefix of mixed layouts")
+
+
 def tls_certificate(data: bytes) -> None:
     from scanners.tls.engine import certificate_facts
 
@@ -277,6 +301,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tls_ticket", tls_ticket, "scanners.tls.wire", "NewSessionTicket (1.2/1.3), ticket format, key_name"),
     Target("tls_ticket_layout", tls_ticket_layout, "scanners.tls.wire",
            "ticket layout families and key id length over 1-4 tickets (issue 24)"),
+    Target("quic_token_layout", quic_token_layout, "scanners.quic.tokens",
+           "QUIC NEW_TOKEN token layouts (netsurvey, ngtcp2, quic-go) over 1-4 tokens (issue 24)", 1024),
     Target("tls_certificate", tls_certificate, "scanners.tls.engine", "DER certificate -> fingerprint, issuer, SANs", 8192),
     Target("dns_reply", dns_reply, "scanners.dns.wire", "DNS replies (names, compression, RRs, EDNS/ECS)", 1500),
     Target("quic_version_negotiation", quic_version_negotiation, "scanners.quic.vn", "QUIC Version Negotiation", 1500),

@@ -31,6 +31,7 @@ APT_PACKAGES=(
   webkit2gtk-driver xvfb  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) as a third engine, on its own Xvfb
   testssl.sh  # issue 24: a further second opinion on TLS resumption (scan tls-second-opinion --client testssl)
   bind9 gdnsd nsd pdns-server pdns-backend-bind  # issue 24: the DNS zoo's authoritative servers (testbed zoo-dns; kdig from knot-dnsutils is the second opinion)
+  ngtcp2-server ngtcp2-client  # issue 24: the QUIC zoo's ngtcp2 server (gtlsserver) and its client as a second opinion
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
@@ -112,3 +113,5 @@ fi
 
 # issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s).
 scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"
+# issue 24: the QUIC zoo's quic-go example server (Go module proxy, ~40 s once).
+scripts/build_zoo_quic.sh >/dev/null || echo "install: zoo-quicgo build failed (the quic-go zoo host will be missing)"

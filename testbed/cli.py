@@ -196,6 +196,52 @@ def zoo_dns_exec(cmd: List[str] = typer.Argument(..., help="Command to run in th
     os.execvpe(argv[0], argv, env)
 
 
+zoo_quic_app = typer.Typer(no_args_is_help=True, help="The QUIC zoo (issue 24): quic-go and ngtcp2 servers, "
+                           "and a TFO key-pair host, in namespaces of their own (nstq-*).")
+testbed_app.add_typer(zoo_quic_app, name="zoo-quic")
+
+
+@zoo_quic_app.command("up")
+def zoo_quic_up() -> None:
+    """Create the QUIC zoo's namespaces and start its servers (idempotent)."""
+    from . import zoo_quic
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    try:
+        st = zoo_quic.up(log=lambda m: err.print(m))
+    except Exception as exc:
+        err.print(f"netsurvey: error: QUIC zoo up failed: {exc}")
+        zoo_quic.down(log=lambda m: err.print(m))
+        raise typer.Exit(1)
+    print(json.dumps(st, indent=1, default=str))
+
+
+@zoo_quic_app.command("down")
+def zoo_quic_down() -> None:
+    """Stop the QUIC zoo and remove its namespaces (the shared testbed is untouched)."""
+    from . import zoo_quic
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    zoo_quic.down(log=lambda m: err.print(m))
+
+
+@zoo_quic_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def zoo_quic_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the QUIC zoo's vantage namespace.")) -> None:
+    """Run CMD in the QUIC zoo's vantage namespace."""
+    from . import netns, zoo_quic
+
+    if os.geteuid() != 0:
+        raise UsageError("the testbed needs root (network namespaces)")
+    ns = zoo_quic.netns_name(zoo_quic.VANTAGE)
+    if ns not in netns.list_netns():
+        raise UsageError(f"the QUIC zoo is not up (no namespace {ns}): netsurvey testbed zoo-quic up")
+    sys.stdout.flush()
+    argv = zoo_quic.exec_argv(list(cmd))
+    os.execvpe(argv[0], argv, dict(os.environ))
+
+
 @testbed_app.command("down")
 def down_cmd() -> None:
     """Stop every process and remove every namespace the testbed made."""

@@ -78,6 +78,7 @@ def _orphans() -> list[int]:
     file in the state directory (every daemon gets its config from there)."""
     marker = str(state_dir()).encode() + b"/"
     timing = marker + b"timing/"   # the timing testbed (issue 25) keeps its own processes
+    zooq = marker + b"zooquic/"    # so does the QUIC zoo (issue 24)
     me = os.getpid()
     out = []
     for d in Path("/proc").iterdir():
@@ -86,7 +87,7 @@ def _orphans() -> list[int]:
         try:
             cmd = (d / "cmdline").read_bytes()
             # a scan or test that only reads a testbed file (e.g. --ca-bundle) is no orphan
-            if marker in cmd and timing not in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
+            if marker in cmd and timing not in cmd and zooq not in cmd and b"netsurvey.cli" not in cmd and b"pytest" not in cmd:
                 out.append(int(d.name))
         except OSError:
             pass
@@ -374,6 +375,11 @@ class Testbed:
                 truth["hostile"] = hostile_ground_truth()
         except ImportError:
             pass
+        try:  # the QUIC zoo's own testbed (issue 24)
+            from . import zoo_quic
+            truth["zoo_quic"] = zoo_quic.status()
+        except ImportError:
+            pass
         try:  # the server zoo (issue 24)
             from .zoo import zoo_ground_truth
             truth["zoo"] = zoo_ground_truth(cfg)
@@ -406,11 +412,12 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
-    from . import timing, zoo_dns  # their processes are not in state.json (issues 25, 24)
+    from . import timing, zoo_dns, zoo_quic  # their processes are not in state.json (issues 25, 24)
 
     with _exclusive():
         timing.down(log=lambda *_: None)
         zoo_dns.down(log=lambda *_: None)
+        zoo_quic.down(log=lambda *_: None)
         return _down(log)
 
 

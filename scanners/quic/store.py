@@ -14,6 +14,7 @@ from netsurvey.scanning import ScanOutcome
 from netsurvey.writer import ResultWriter
 
 from .records import DiscoveryResult, HandshakeResult
+from .tokens import classify_token
 
 TICKET_PREFIX_LEN = 16  # bytes kept as ticket_prefix
 
@@ -37,7 +38,7 @@ _CONNECTION = [
     ("close_reason", "text")]
 _TOKEN = [("run_id", "int8"), ("conn_id", "int4"), ("seq", "int4"), ("hostname", "text"), ("address", "inet"),
           ("received_at", "timestamptz"), ("after_handshake_ms", "float8"), ("token_len", "int4"),
-          ("token", "bytea")]
+          ("token", "bytea"), ("token_format", "text"), ("key_id_len", "int4")]
 _TICKET = [("run_id", "int8"), ("conn_id", "int4"), ("seq", "int4"), ("hostname", "text"), ("address", "inet"),
            ("received_at", "timestamptz"), ("after_handshake_ms", "float8"), ("lifetime_s", "int8"),
            ("max_early_data", "int8"), ("ticket_len", "int4"), ("ticket", "bytea"), ("ticket_prefix", "bytea")]
@@ -50,7 +51,7 @@ TURNOVER_HOST = [
     ("ticket_lifetime_s", "int8"), ("ticket_max_early_data", "int8"), ("ticket_lengths", "int4[]"),
     ("ticket_key_prefix_len", "int4"), ("ticket_keys_seen", "int4"), ("ticket_key_changes", "int4"),
     ("ticket_key_period_s", "float8"), ("ticket_accept_max_age_s", "float8"), ("ticket_reject_min_age_s", "float8"),
-    ("zero_rtt_accept_max_age_s", "float8"), ("zero_rtt_reject_min_age_s", "float8")]
+    ("zero_rtt_accept_max_age_s", "float8"), ("zero_rtt_reject_min_age_s", "float8"), ("token_format", "text")]
 
 
 def _writer(db: Database, cols) -> ResultWriter:
@@ -121,9 +122,11 @@ class QuicStore:
             c.sha256 if c else None, c.subject if c else None, c.issuer if c else None,
             c.not_after if c else None, list(c.sans) if c else None, len(h.tokens), len(h.tickets),
             h.close_code, h.close_reason))
+        v6 = ":" in h.address
         for i, tok in enumerate(h.tokens):
+            lay = classify_token(tok.token, v6)
             self.tokens.write((self.run_id, conn_id, i, h.hostname, _ip(h.address), tok.received_at,
-                               tok.after_handshake_ms, len(tok.token), tok.token))
+                               tok.after_handshake_ms, len(tok.token), tok.token, lay.family, lay.key_id_len))
         for i, tk in enumerate(h.tickets):
             self.tickets.write((self.run_id, conn_id, i, h.hostname, _ip(h.address), tk.received_at,
                                 tk.after_handshake_ms, tk.lifetime_s, tk.max_early_data, len(tk.ticket),

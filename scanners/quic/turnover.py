@@ -11,7 +11,9 @@ Every ``every_s`` seconds (a *round*) two connections are made side by side:
    chain: everything held is dropped except the state of the current round, so the next
    chain starts one interval later and every chain yields one lifetime sample.
 
-Key identifiers are inferred, not assumed: the longest prefix shared by the tokens (tickets)
+Key identifiers are inferred, not assumed (tokens of a layout recognised by tokens.py - the
+testbed's server, ngtcp2, quic-go - take the key id length from that layout instead, so a
+constant format byte is not read as a key id): the longest prefix shared by the tokens (tickets)
 issued within one round is their key identifier; its most common length over all rounds is
 used for the host, and a change of that prefix between rounds is a key change. Periods are
 the median time between changes and are accurate to one interval.
@@ -29,6 +31,7 @@ from aioquic.tls import SessionTicket
 
 from .handshake import HandshakeFailed, quic_connect
 from .records import ConnectOptions, HandshakeResult, TurnoverOptions
+from .tokens import classify_token, common_key_prefix_len
 
 
 @dataclass
@@ -116,7 +119,8 @@ def _bounds(pres: Sequence[tuple[float, bool]]) -> tuple[Optional[float], Option
 def summarize(h: HostTurnover, every_s: float) -> tuple:
     """The quic_turnover_host columns after (run_id, rank, hostname, address)."""
     retry_on_fresh = any(h.fresh_retry) if h.fresh_retry else None
-    tok_plen = key_prefix_len(h.tokens)
+    tok_format, tok_known_plen = token_format(h.tokens)
+    tok_plen = key_prefix_len(h.tokens) if tok_known_plen is None else tok_known_plen
     tik_plen = key_prefix_len(h.tickets)
     tok_keys, tok_changes, tok_period = key_changes(h.tokens, tok_plen)
     tik_keys, tik_changes, tik_period = key_changes(h.tickets, tik_plen)
@@ -131,7 +135,19 @@ def summarize(h: HostTurnover, every_s: float) -> tuple:
             bool(h.tickets), max(h.ticket_lifetimes) if h.ticket_lifetimes else None,
             max(early) if early else None, sorted({len(s.data) for s in h.tickets}),
             tik_plen if h.tickets else None, tik_keys if h.tickets else None,
-            tik_changes if h.tickets else None, tik_period, tik_acc, tik_rej, z_acc, z_rej)
+            tik_changes if h.tickets else None, tik_period, tik_acc, tik_rej, z_acc, z_rej, tok_format)
+
+
+def token_format(samples: Sequence[_Sample]) -> tuple[Optional[str], Optional[int]]:
+    """(layout name, key prefix length) of a host's tokens: the one recognised layout they
+    all share, with its key prefix length; ('mixed' | 'unknown', None) otherwise; (None,
+    None) without tokens."""
+    if not samples:
+        return None, None
+    lays = [classify_token(s.data) for s in samples]
+    fams = {x.family for x in lays}
+    plen = common_key_prefix_len(lays)
+    return (fams.pop() if len(fams) == 1 else "mixed"), plen
 
 
 #: record(conn_id, purpose, round, status, error, result, presented(token_conn, token_age,

@@ -214,9 +214,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',))
     def scan_tfo_reuse(
-        list_name: str = typer.Option(..., "--list", help="Target list (hostnames)."),
+        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames)."),
         top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
         lb_run: Optional[int] = typer.Option(None, "--lb-run", help="Also use the addresses a 'scan tfo-lb' run saw."),
+        cookies_from: Optional[int] = typer.Option(None, "--cookies-from", help="Instead of --list: present the "
+                                                   "cookies a 'scan tfo' run received, each to the address that "
+                                                   "issued it (still accepted? e.g. after a key rotation)."),
         port: int = typer.Option(443, "--port", help="TCP port probed."),
         rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies."),
@@ -234,7 +237,14 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .survey import new_seed, reuse_scan
 
         _check_common(port, rate, cooldown)
+        if (list_name is None) == (cookies_from is None):
+            raise UsageError("give --list or --cookies-from (one of them)")
         db = migrated_db()
+        if cookies_from is not None:
+            from .represent import represent_cli
+
+            represent_cli(db, cookies_from, port, rate, cooldown, seed, as_json, _print)
+            return
         chosen = select_targets(db, list_name, top)
         res = asyncio.run(resolve_many([t.hostname for t in chosen], ipv6=ipv6, nameservers=_nameservers(nameserver)))
         addresses = {t.hostname: list(res[t.hostname].addresses) for t in chosen}

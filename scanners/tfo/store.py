@@ -38,8 +38,8 @@ class ProbeStore:
 
 
 REUSE_COLUMNS = ["run_id", "hostname", "cookie_from", "address", "control", "cookie", "data_len", "reply",
-                 "data_acked", "new_cookie", "status"]
-REUSE_TYPES = ["int8", "text", "inet", "inet", "bool", "bytea", "int4", "text", "bool", "bytea", "text"]
+                 "data_acked", "new_cookie", "status", "cookie_run_id"]
+REUSE_TYPES = ["int8", "text", "inet", "inet", "bool", "bytea", "int4", "text", "bool", "bytea", "text", "int8"]
 
 KERNEL_COLUMNS = ["run_id", "hostname", "address", "port", "raw_cookie", "kernel_cookie", "syn_data_acked", "error"]
 KERNEL_TYPES = ["int8", "text", "inet", "int4", "bytea", "bytea", "bool", "text"]

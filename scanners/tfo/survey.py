@@ -188,6 +188,36 @@ def reuse_scan(ctx: ScanContext, opts: TfoOptions, addresses: dict[str, list[str
             probes += [(h, a, b, False, c) for b in addrs if b != a]
     counts = {"hostnames": len(hosts), "cookies": len(cookies), "probes": len(probes), "accepted": 0,
               "blocked": blocked}
+    _present(ctx, opts, probes, port, counts, None)
+    return counts
+
+
+def represent_scan(ctx: ScanContext, opts: TfoOptions, held: Sequence[tuple[Optional[str], str, bytes]], port: int,
+                   cookie_run_id: int) -> dict[str, int]:
+    """Present cookies an earlier run received (``held``: hostname, address, cookie) to the
+    address that issued them, with data in the SYN: is the cookie still accepted (e.g. after
+    the server rotated its TFO key)? Rows go to tfo_reuse with control = true and
+    cookie_run_id set. A SYN-ACK that acknowledges the data AND carries a new cookie means
+    the cookie matched a key other than the primary (Linux: the backup key,
+    tcp_try_fastopen() ret == 2): accepted, and the client told to replace it."""
+    probes = []
+    blocked = 0
+    for h, a, c in held:
+        if ctx.policy.allowed(a):
+            probes.append((h, a, a, True, c))
+        else:
+            blocked += 1
+    counts = {"cookies": len(held), "probes": len(probes), "accepted": 0, "blocked": blocked}
+    _present(ctx, opts, probes, port, counts, cookie_run_id)
+    return counts
+
+
+def _present(ctx: ScanContext, opts: TfoOptions, probes: list, port: int, counts: dict,
+             cookie_run_id: Optional[int]) -> None:
+    """Send SYN+data with each probe's cookie; one tfo_reuse row per probe. ``counts`` gains
+    'accepted' (data acknowledged) and 'accepted-new-cookie' (acknowledged, and a fresh
+    cookie came back: a non-primary key matched)."""
+    counts.setdefault("accepted-new-cookie", 0)
     eng2 = RawEngine(EngineOptions(rate=opts.rate, cooldown=opts.cooldown, seed=opts.seed ^ 0x5A5A5A5A5A5A5A5A,
                                    experimental=opts.experimental, data=REUSE_DATA))
     with ResultWriter(ctx.db, "tfo_reuse", REUSE_COLUMNS, types=REUSE_TYPES) as w:
@@ -201,6 +231,6 @@ def reuse_scan(ctx: ScanContext, opts: TfoOptions, addresses: dict[str, list[str
                 new = parse_options(reply.options).cookie or None
                 reply_s, acked, status = "syn-ack", reply.acked_data == len(REUSE_DATA), ScanStatus.SUCCESS
             counts["accepted"] += bool(acked)
+            counts["accepted-new-cookie"] += bool(acked and new)
             w.write((ctx.run.id, h, ipaddress.ip_address(frm), ipaddress.ip_address(to), control, cookie,
-                     len(REUSE_DATA), reply_s, acked, new, status.value))
-    return counts
+                     len(REUSE_DATA), reply_s, acked, new, status.value, cookie_run_id))

@@ -1,0 +1,151 @@
+"""Ground truth of the QUIC zoo (issue 24), each fact with the implementation's own source
+that states it (file:line at the exact version the zoo runs):
+
+- quic-go: module github.com/quic-go/quic-go v0.65.0 as the Go module proxy serves it (the
+  source `go install` builds; paths relative to the module root); its TLS is Go's crypto/tls
+  of the toolchain (go1.26, GOROOT/src/crypto/tls).
+- ngtcp2: tag v0.12.1 of github.com/ngtcp2/ngtcp2 (Debian 12's ngtcp2-server
+  0.12.1+dfsg-1+deb12u1 is that release; /usr/sbin/gtlsserver is examples/server.cc with
+  examples/tls_server_*_gnutls.cc); its TLS is Debian's GnuTLS 3.7.9 (facts cited as in
+  testbed/zoo.py GNUTLS_FACTS).
+
+``value`` is what the scanners must recover; ``observable`` says whether a client can see it
+at all (and how); ``source`` is the citation.
+"""
+from __future__ import annotations
+
+QUIC_V1 = 0x00000001
+QUIC_V2 = 0x6B3343CF
+
+_QG = "quic-go v0.65.0 "
+QUICGO_FACTS = {
+    "implementation": "quic-go example HTTP/3 server (github.com/quic-go/quic-go/example), -bind/-cert/-key/-www only",
+    "vn_versions": {"value": [QUIC_V1, QUIC_V2], "greased_extra": 1,
+                    "source": _QG + "internal/protocol/version.go:32 SupportedVersions = {Version1, Version2}; "
+                    "internal/wire/version_negotiation.go:36 ComposeVersionNegotiation() adds "
+                    "GetGreasedVersions() (version.go:106: one reserved version at a random position)"},
+    "retry": {"value": False, "source": _QG + "server.go:758 a Retry only if token == nil && "
+              "verifySourceAddress != nil && verifySourceAddress(addr); transport.go:122 Transport."
+              "VerifySourceAddress is nil unless set, and http3.Server (example/main.go:168-174) sets none"},
+    "new_token": {"value": True, "count_per_connection": 1,
+                  "source": _QG + "connection.go:991-995: once the handshake is confirmed the server "
+                  "always queues one NEW_TOKEN (tokenGenerator.NewToken) after the session ticket"},
+    "token_lifetime_s": {"value": 86400, "observable": "no (the server never sends Retry, so an expired or "
+                         "foreign token changes nothing a client sees)",
+                         "source": _QG + "transport.go:101-106 MaxTokenAge 'defaults to 24 hours', "
+                         "transport.go:216-217 maxTokenAge = 24 * time.Hour; server.go:685 validateToken()"},
+    "token_single_use": {"value": False, "source": _QG + "server.go:678-692 validateToken() checks only the "
+                         "remote IP (ValidateRemoteAddr) and the age: no record of used tokens"},
+    "token_format": {"value": "quic-go", "key_id_len": 0,
+                     "source": _QG + "internal/handshake/token_protector.go:15,28-38: salt[32] random || "
+                     "AES-GCM(random 12-byte nonce || ASN.1 token{IsRetryToken, RemoteAddr, Timestamp, RTT}) - "
+                     "no key id, no constant prefix"},
+    "retry_token_lifetime_s": {"value": 10, "source": _QG + "config.go:17-22 maxRetryTokenAge = handshakeTimeout "
+                               "= 2 * HandshakeIdleTimeout; internal/protocol/params.go:90 "
+                               "DefaultHandshakeIdleTimeout = 5 s (never used here: no Retry)"},
+    "tickets": {"value": True, "count_per_connection": 1,
+                "source": _QG + "connection.go:981-989 one GetSessionTicket() after handshake confirmation "
+                "(internal/handshake/crypto_setup.go:378)"},
+    "ticket_lifetime_s": {"value": 604800, "source": "go1.26 src/crypto/tls/handshake_server_tls13.go:1004 "
+                          "m.lifetime = maxSessionTicketLifetime; common.go:985 = 7 * 24 h"},
+    "ticket_max_early_data": {"value": None,
+                              "source": _QG + "internal/handshake/crypto_setup.go:380 EarlyData: h.allow0RTT; "
+                              "example/main.go:170-172 passes QUICConfig{Tracer} without Allow0RTT, and "
+                              "http3/server.go:339-342 only a nil QUICConfig becomes {Allow0RTT: true}: "
+                              "the example server issues tickets without early_data"},
+    "zero_rtt": {"value": False, "source": _QG + "internal/handshake/crypto_setup.go:424 handleSessionTicket(): "
+                 "'if !h.allow0RTT' 0-RTT is refused (Allow0RTT false, see ticket_max_early_data)"},
+    "resumption": {"value": True, "source": "go1.26 crypto/tls: SessionTicketsDisabled false (common.go); "
+                   "quic-go keeps resumption without 0-RTT"},
+    "ticket_key_scope": {"value": "listener", "measured_by": "hand (scanners.quic.handshake.quic_connect from "
+                         "nstq-vantage, 2026-11-24): an IPv4 ticket is not resumed at the IPv6 address, and is at "
+                         "IPv4; no netsurvey scanner measures cross-address resumption for QUIC yet",
+                         "source": _QG + "example/main.go:167-174 one http3.Server per -bind address, each "
+                         "ListenAndServeTLS(); http3/server.go:227-236 builds a new tls.Config per call, and Go's "
+                         "crypto/tls draws automatic ticket keys per tls.Config (common.go Config.ticketKeys())"},
+}
+
+_NG = "ngtcp2 v0.12.1 "
+NGTCP2_FACTS = {
+    "implementation": "ngtcp2 example server with GnuTLS (Debian ngtcp2-server gtlsserver), -q -d DOCROOT only",
+    "vn_versions": {"value": [QUIC_V1], "greased_extra": 1,
+                    "source": _NG + "examples/server.cc:2613-2631 send_version_negotiation(): "
+                    "generate_reserved_version() first, then NGTCP2_PROTO_VER_V1 unless --preferred-versions"},
+    "retry": {"value": False, "source": _NG + "examples/server.cc:2463-2466 a Retry for a token-less Initial "
+              "only 'if (config.validate_addr ...)'; --validate-addr (server.cc:3381) is off by default. The "
+              "zoo's second instance (UDP 4443) runs with --validate-addr for the token tests"},
+    "retry_with_validate_addr": {"value": True, "source": _NG + "examples/server.cc:2463-2510: with "
+                                 "--validate-addr a token-less Initial, or an invalid/expired regular token, "
+                                 "gets a Retry (server.cc:2487-2491)"},
+    "new_token": {"value": True, "count_per_connection": 1,
+                  "source": _NG + "examples/server.cc:699-716 after the handshake: "
+                  "ngtcp2_crypto_generate_regular_token() + ngtcp2_conn_submit_new_token()"},
+    "token_lifetime_s": {"value": 3600, "observable": "only with --validate-addr (an expired token draws a Retry)",
+                         "source": _NG + "examples/server.cc:2830-2833 ngtcp2_crypto_verify_regular_token(..., "
+                         "3600 * NGTCP2_SECONDS, t); crypto/shared.c:1213 'if (gen_ts + timeout <= ts)' fails"},
+    "token_single_use": {"value": False, "source": _NG + "crypto/shared.c:1150-1220 "
+                         "ngtcp2_crypto_verify_regular_token() is stateless (decrypt, address AAD, age): a token "
+                         "is accepted as often as it is presented"},
+    "token_format": {"value": "ngtcp2", "key_id_len": 0, "token_len_bytes": 57,
+                     "source": _NG + "crypto/includes/ngtcp2/ngtcp2_crypto.h:615 NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR "
+                     "0x36, :634 MAX_REGULAR_TOKENLEN = 1 + 8 + 16 + NGTCP2_CRYPTO_TOKEN_RAND_DATALEN (:599, 32); "
+                     "crypto/shared.c:1128 magic || AEAD(timestamp) || rand[32]: the constant first byte is a "
+                     "format magic, not a key id (the key is derived from the random tail)"},
+    "retry_token_lifetime_s": {"value": 10, "source": _NG + "examples/server.cc:2792-2795 "
+                               "ngtcp2_crypto_verify_retry_token(..., 10 * NGTCP2_SECONDS, t)"},
+    "tickets": {"value": True, "count_per_connection": 1,
+                "source": _NG + "examples/tls_server_session_gnutls.cc:77-78 GNUTLS_NO_AUTO_SEND_TICKET, and :148 "
+                "gnutls_session_ticket_send(session_, 1, 0) once, from server.cc:695 at handshake completion"},
+    "ticket_lifetime_s": {"value": 21600, "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c "
+                          "generate_session_ticket(): lifetime = internals.expire_time = DEFAULT_EXPIRE_TIME "
+                          "21600 (lib/gnutls_int.h); the example never calls gnutls_db_set_cache_expiration()"},
+    "ticket_max_early_data": {"value": 0xFFFFFFFF, "source": _NG + "examples/tls_server_session_gnutls.cc:116 "
+                              "gnutls_record_set_max_early_data_size(session_, 0xffffffffu) with "
+                              "GNUTLS_ENABLE_EARLY_DATA (:77)"},
+    "zero_rtt": {"value": True, "anti_replay_window_s": 10,
+                 "source": _NG + "examples/tls_server_session_gnutls.cc:77,114 "
+                 "GNUTLS_ENABLE_EARLY_DATA + gnutls_anti_replay_enable(); tls_server_context_gnutls.cc:37-40 "
+                 "the anti-replay add function always returns 0 (never 'seen'). BUT GnuTLS 3.7.9 "
+                 "lib/tls13/anti_replay.c:156-167 _gnutls_anti_replay_check(): early data is refused for a "
+                 "ticket created before the current recording window's start, and the window (DEFAULT_WINDOW_MS "
+                 "10000, :30) rolls over lazily, at the first 0-RTT attempt more than 10 s after the last "
+                 "rollover; lib/ext/pre_shared_key.c:707-736 then leaves early_data out of EncryptedExtensions "
+                 "(resumption still succeeds). So 0-RTT works for tickets issued after the latest rollover: "
+                 "two tickets issued together and presented one after the other, more than 10 s after the "
+                 "last rollover, see the first accepted and the second refused (measured, "
+                 "tests/test_zoo_quic.py; the server then also drops the 0-RTT packets: ngtcp2 is right)"},
+    "resumption": {"value": True, "source": _NG + "examples/tls_server_session_gnutls.cc:97 "
+                   "gnutls_session_ticket_enable_server() with one key per process "
+                   "(tls_server_context_gnutls.cc:91 gnutls_session_ticket_key_generate)"},
+    "ticket_key_scope": {"value": "process", "measured_by": "hand, as for quic-go: an IPv4 ticket is resumed at "
+                         "the IPv6 address",
+                         "source": _NG + "examples/tls_server_context_gnutls.cc:91 one "
+                         "gnutls_session_ticket_key_generate() per process ('*' binds both families in one server)"},
+    "ticket_format": {"value": "gnutls", "key_id_len": 16,
+                      "source": "GnuTLS 3.7.9 lib/ext/session_ticket.c pack_ticket(): key_name[16] IV[16] ...; "
+                      "lib/gnutls_int.h TICKET_KEY_NAME_SIZE 16"},
+}
+
+TFO_FACTS = {
+    "implementation": "Linux kernel TCP Fast Open server (testbed/tfo_server.py, TCP_FASTOPEN), key pair",
+    "key_pair": {"value": True, "source": "Documentation/networking/ip-sysctl.rst tcp_fastopen_key: 'The list "
+                 "consists of a primary key and an optional backup key. The primary key is used for both creating "
+                 "and validating cookies, while the optional backup key is only used for validating cookies.' "
+                 "(commits 9092a76d3cf8 'tcp: add backup TFO key infrastructure' and aa1236cdfa89 'tcp: add support "
+                 "for optional TFO backup key to net.ipv4.tcp_fastopen_key', Linux 5.3; net/ipv4/sysctl_net_ipv4.c "
+                 "proc_tcp_fastopen_key() parses 'primary,backup'). Machine kernel: 6.18"},
+    "backup_key_accepts_cookie": {"value": True, "source": "net/ipv4/tcp_fastopen.c tcp_fastopen_cookie_gen_check(): "
+                                  "the cookie is checked against every key of tcp_fastopen_context_len() (primary, "
+                                  "then backup); a match on the backup returns 2 ('valid, but a new cookie is "
+                                  "needed')"},
+    "new_cookie_after_backup_match": {"value": True, "source": "net/ipv4/tcp_fastopen.c tcp_try_fastopen(): "
+                                      "ret = tcp_fastopen_cookie_gen_check(); if ret == 2 the SYN-ACK carries a "
+                                      "fresh cookie from the primary key (foc->len = valid_foc.len) and "
+                                      "TCPFastOpenPassiveAltKey is counted (include/uapi/linux/snmp.h "
+                                      "LINUX_MIB_TCPFASTOPENPASSIVEALTKEY)"},
+    "old_key_dropped_rejects_cookie": {"value": True, "source": "tcp_fastopen_cookie_gen_check() returns 0 when "
+                                       "no key matches: the data in the SYN is not accepted, a new cookie is "
+                                       "sent (TCPFastOpenPassiveFail)"},
+}
+
+FACTS = {"quicgo": QUICGO_FACTS, "ngtcp2": NGTCP2_FACTS, "tfo": TFO_FACTS}
