@@ -209,16 +209,6 @@ def head_of_line(ctx: FigureContext) -> None:
 
 # -- the simulator (analysis/models/pageload.py) on the logged resource trees ------------------
 
-#: features one at a time (BLAST Fig 6 b, d); resumption across hostnames needs 0-RTT
-def _individual():
-    from .models.pageload import Features
-
-    return [("baseline", Features()), ("tfo", Features(tfo=True)), ("zero_rtt", Features(zero_rtt=True)),
-            ("across_hostnames", Features(zero_rtt=True, across_hostnames=True)),
-            ("redirect_db", Features(redirect_db=True)), ("h2_db", Features(h2_db=True)),
-            ("prefetch_db", Features(prefetch_db=True))]
-
-
 def _sim_means(pages, opts) -> tuple[float, float, int, int]:
     from .models.pageload import simulate_page
 
@@ -238,15 +228,19 @@ def _pages(ctx: FigureContext):
         thesis="BLAST Fig 6")
 def feature_steps(ctx: FigureContext) -> None:
     """Simulated mean page and resource load time of the logged pages per proposed feature,
-    cumulative (a, c) and one at a time (b, d), at BLAST's RTT 0.8 s and 164 kB/s."""
+    cumulative (a, c) and one at a time (b, d), at BLAST's RTT 0.8 s and 164 kB/s. Baseline:
+    BLAST's (Tor Browser 8.5 with HTTP/2: ALPN one round trip after TLS); steps in BLAST's
+    order (sec. V-D) with resumption across hostnames (thesis) after 0-RTT; one at a time
+    also HTTP/1.1 pipelining (depth 6) and ALPN in the TLS handshake (today's browsers).
+    The prefetch database holds only resources seen in >= 90% of >= 2 visits of the page."""
     import matplotlib.pyplot as plt
 
-    from .models.pageload import FEATURE_STEPS, PageOptions
+    from .models.pageload import FEATURE_STEPS, INDIVIDUAL_STEPS, PageOptions
 
     pages = _pages(ctx)
     base = PageOptions(rtt_s=BLAST_RTT_S, bandwidth_Bps=BLAST_BANDWIDTH_BPS)
     rows = []
-    for mode, steps in (("cumulative", FEATURE_STEPS), ("individual", _individual())):
+    for mode, steps in (("cumulative", FEATURE_STEPS), ("individual", INDIVIDUAL_STEPS)):
         for name, feats in steps:
             plt_s, res_s, conns, tfo = _sim_means(pages, replace(base, features=feats))
             rows.append((mode, name, round(plt_s, 4), round(res_s, 4), conns, tfo))
@@ -282,11 +276,16 @@ def feature_steps(ctx: FigureContext) -> None:
 @figure("blast-sweeps", sources=["model_page_visit", "model_page_resource", "model_page_server"],
         thesis="BLAST Fig 8")
 def sweeps(ctx: FigureContext) -> None:
-    """Simulated mean page load time of the logged pages (HTTP/2 browser, no new features) over
-    the per-resource bandwidth at RTT 0.8 s (a) and over the RTT at 164 kB/s (b), 100 points each."""
+    """Simulated mean page load time of the logged pages (BLAST's baseline: HTTP/2 browser with
+    the ALPN round trip, no new features) over the per-resource bandwidth at RTT 0.8 s (a) and
+    over the RTT at 164 kB/s (b), 100 points each."""
     import matplotlib.pyplot as plt
 
-    from .models.pageload import PageOptions
+    from .models.pageload import BLAST_BASELINE
+    from .models.pageload import PageOptions as _PO
+
+    def PageOptions(**kw):  # noqa: N802 - every sweep point on BLAST's baseline browser
+        return _PO(features=BLAST_BASELINE, **kw)
 
     pages = _pages(ctx)
     bws = [BLAST_BANDWIDTH_BPS * 10 ** (-1 + 2 * i / 99) for i in range(100)]     # 16.4 kB/s .. 1.64 MB/s
