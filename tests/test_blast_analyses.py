@@ -221,8 +221,26 @@ def test_validation_calibrates_from_the_runs_own_events(visit, tmp_path):
     R, bw = 0.0514, 5 * SIZE / 0.124
     assert ctx.notes["rtt_s"] == pytest.approx(R) and ctx.notes["bandwidth_Bps"] == pytest.approx(bw)
     (row,) = _csv(ctx)
+    assert row["profile"] == "unrecorded"       # the run recorded no link profile: measured constants
     sim = 7 * R + 3 * SIZE / bw
     assert float(row["recorded_plt_s"]) == 0.42 and float(row["simulated_plt_s"]) == pytest.approx(sim, abs=1e-4)
     assert float(row["relative_error"]) == pytest.approx((sim - 0.42) / 0.42, abs=1e-3)
     assert ctx.notes["stats"]["chromium"]["r"] is None          # one page: no correlation
-    assert {"n": 5, "what": "resources behind the bandwidth (those of >= 0 bytes)"} in ctx.notes["samples"]
+    assert ctx.notes["groups"]["unrecorded"]["bandwidth_source"] == "measured (resources >= 0 bytes)"
+    assert {"n": 5, "what": "unrecorded: resources behind the measured bandwidth"} in ctx.notes["samples"]
+
+
+def test_validation_at_the_recorded_profile(visit, tmp_path):
+    """A run that recorded its link profile (parameters link_rtt_ms / link_rate_kbit, as
+    `browser pageload` in the timing vantage does) is simulated at that RTT and rate: RTT
+    0.06 s, 1000 kbit/s = 125 000 B/s: 7R + 3t."""
+    db, run, _ = visit
+    with db.connect() as conn:
+        conn.execute("UPDATE scan_run SET parameters = parameters || '{\"link_profile\": \"lte\", "
+                     "\"link_rtt_ms\": 60, \"link_rate_kbit\": 1000}'::jsonb WHERE id = %s", (run,))
+    ctx = render(db, "blast-validation", tmp_path, runs=[run])
+    g = ctx.notes["groups"]["lte"]
+    assert (g["rtt_s"], g["bandwidth_Bps"], g["rtt_source"]) == (0.06, 125000.0, "profile")
+    (row,) = _csv(ctx)
+    assert row["profile"] == "lte"
+    assert float(row["simulated_plt_s"]) == pytest.approx(7 * 0.06 + 3 * SIZE / 125000, abs=1e-4)
