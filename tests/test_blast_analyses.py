@@ -227,6 +227,9 @@ def test_validation_calibrates_from_the_runs_own_events(visit, tmp_path):
     assert float(row["relative_error"]) == pytest.approx((sim - 0.42) / 0.42, abs=1e-3)
     assert ctx.notes["stats"]["chromium"]["r"] is None          # one page: no correlation
     assert ctx.notes["groups"]["unrecorded"]["bandwidth_source"] == "measured (resources >= 0 bytes)"
+    # time per tree level: parent's last byte -> child created: r1 10, r2 5, r5 40, r3 0, r4 2 ms
+    assert ctx.notes["groups"]["unrecorded"]["parse_s"] == pytest.approx(0.005)
+    assert ctx.notes["groups"]["unrecorded"]["n_parse"] == 5
     assert {"n": 5, "what": "unrecorded: resources behind the measured bandwidth"} in ctx.notes["samples"]
 
 

@@ -127,3 +127,14 @@ def test_steps_follow_blast_order():
                            redirect_db=True, h2_db=True, prefetch_db=True)
     ind = dict(INDIVIDUAL_STEPS)
     assert ind["pipelining"].pipeline_depth == 6 and ind["alpn_in_handshake"] == Features()
+
+
+def test_parse_time_delays_each_tree_level():
+    """Chain r0 -> r1 -> r2 on a.test: each child is created parse_s after its parent ended
+    (3R, 4R + p, 5R + 2p); a redirect hands over without parsing."""
+    chain = _page({"r0": ["r1"], "r1": ["r2"]}, {})
+    opts = PageOptions(rtt_s=R, bandwidth_Bps=1e12, parse_s=0.25)
+    assert simulate_page(chain, opts)["plt_s"] == pytest.approx(5 * R + 0.5)
+    red = Page("p", (Resource("r0", "a.test", 0, None, redirect=True), Resource("r1", "a.test", 0, "r0")),
+               tuple(_SERVERS.values()))
+    assert simulate_page(red, opts)["plt_s"] == pytest.approx(4 * R)

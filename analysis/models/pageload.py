@@ -97,13 +97,16 @@ class PageOptions:
     ``max_per_server`` / ``max_total``: browser connection limits (Firefox: 6 / 256);
     ``optimistic_rtt_share``: what is left of the connection set-up round trip with
     optimistic data, as a share of the RTT (BLAST sec. V-D: 0.1 s, the Tor exit to server
-    round trip, at its RTT of 0.8 s = 0.125; 0 = no proxy: the first flight rides on the SYN)."""
+    round trip, at its RTT of 0.8 s = 0.125; 0 = no proxy: the first flight rides on the SYN);
+    ``parse_s``: from a resource's completion to its children's creation (BLAST: 0, parsing
+    time neglected; appendix C-2 puts parsing under 0.05 s. Redirects take none)."""
 
     rtt_s: float = 0.06
     bandwidth_Bps: float = 1_000_000.0
     max_per_server: int = 6
     max_total: int = 256
     optimistic_rtt_share: float = 0.125
+    parse_s: float = 0.0
     features: Features = Features()
 
 
@@ -162,6 +165,7 @@ def simulate_page(page: Page, opts: PageOptions = PageOptions()) -> dict:
     n_conns = {"total": 0, "tfo": 0, "zero_rtt": 0, "optimistic": 0}
     # integer nanoseconds: simultaneous events tie exactly (no float drift decides the order)
     rtt = round(opts.rtt_s * 1e9)
+    parse = round(opts.parse_s * 1e9)
     bw = opts.bandwidth_Bps
 
     def transfer(size: int) -> int:
@@ -270,7 +274,12 @@ def simulate_page(page: Page, opts: PageOptions = PageOptions()) -> dict:
             if c is not None:
                 c.inflight -= 1
             for ch in children.get(arg, ()):
-                create(ch, now)
+                if parse and not res[arg].redirect:
+                    push(now + parse, "create", ch)
+                else:
+                    create(ch, now)
+        elif kind == "create":
+            create(arg, now)
 
     create(roots[0], 0)
     if f.prefetch_db:
