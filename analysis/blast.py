@@ -415,32 +415,35 @@ def validation(ctx: FigureContext) -> None:
                          "parse_s": parse_s, "n_parse": n_parse,
                          "bandwidth_source": bw_src, "measured_rtt_s": c_rtt, "measured_bandwidth_Bps": c_bw,
                          "n_rtt": n_rtt, "n_bw": n_bw, "stats": {}}
-        opts = PageOptions(rtt_s=rtt_s, bandwidth_Bps=bw)
-        opts_p = PageOptions(rtt_s=rtt_s, bandwidth_Bps=bw, parse_s=parse_s)
+        # three simulations per visit: the profile's constants (the main one), BLAST's method
+        # (constants measured from the same runs), and that plus the time per tree level
+        variants = {"profile": PageOptions(rtt_s=rtt_s, bandwidth_Bps=bw),
+                    "measured": PageOptions(rtt_s=c_rtt, bandwidth_Bps=c_bw),
+                    "measured_parse": PageOptions(rtt_s=c_rtt, bandwidth_Bps=c_bw, parse_s=parse_s)}
         for b, p in zip(browsers, pages):
             if p.recorded_plt_s:
-                sim = simulate_page(p, opts)["plt_s"]
-                simp = simulate_page(p, opts_p)["plt_s"]
-                rows.append((label, b, p.name, p.recorded_plt_s, sim, (sim - p.recorded_plt_s) / p.recorded_plt_s,
-                             simp, (simp - p.recorded_plt_s) / p.recorded_plt_s))
+                sims = {v: simulate_page(p, o)["plt_s"] for v, o in variants.items()}
+                rec = p.recorded_plt_s
+                rows.append((label, b, p.name, rec, sims["profile"], (sims["profile"] - rec) / rec,
+                             sims["measured"], sims["measured_parse"]))
     ctx.write_csv(["profile", "browser", "page", "recorded_plt_s", "simulated_plt_s", "relative_error",
-                   "simulated_parse_plt_s", "relative_error_parse"],
-                  [(g, b, n, round(r, 4), round(s, 4), round(e, 4), round(sp, 4), round(ep, 4))
-                   for g, b, n, r, s, e, sp, ep in rows])
+                   "simulated_measured_plt_s", "simulated_measured_parse_plt_s"],
+                  [(g, b, n, round(r, 4), round(s, 4), round(e, 4), round(sm, 4), round(sp, 4))
+                   for g, b, n, r, s, e, sm, sp in rows])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for g, gd in groups.items():
         for b in sorted({r[1] for r in rows if r[0] == g}):
             sel = [r for r in rows if r[0] == g and r[1] == b]
             rec, sim, err = [r[3] for r in sel], [r[4] for r in sel], sorted(r[5] for r in sel)
             rr = pearson(rec, sim)
-            errp = sorted(r[7] for r in sel)
             gd["stats"][b] = {"n": len(sel), "r": rr, "mean_recorded_s": mean(rec), "mean_simulated_s": mean(sim),
                               "median_abs_error": median(abs(e) for e in err), "median_error": median(err),
-                              "p10_error": err[int(0.1 * (len(err) - 1))], "p90_error": err[int(0.9 * (len(err) - 1))],
-                              "r_parse": pearson(rec, [r[6] for r in sel]),
-                              "mean_simulated_parse_s": mean(r[6] for r in sel),
-                              "median_abs_error_parse": median(abs(e) for e in errp),
-                              "median_error_parse": median(errp)}
+                              "p10_error": err[int(0.1 * (len(err) - 1))], "p90_error": err[int(0.9 * (len(err) - 1))]}
+            for v, col in (("measured", 6), ("measured_parse", 7)):
+                vs = [r[col] for r in sel]
+                ve = [(x - y) / y for x, y in zip(vs, rec)]
+                gd["stats"][b][v] = {"r": pearson(rec, vs), "mean_simulated_s": mean(vs),
+                                     "median_abs_error": median(abs(e) for e in ve), "median_error": median(ve)}
             lab = f"{g} {gd['rtt_s'] * 1000:.0f} ms, {b} (n={len(sel)}" + (f", r={rr:.2f})" if rr is not None else ")")
             axes[0].scatter(rec, sim, s=10, label=lab)
             axes[1].step(err, [(k + 1) / len(err) for k in range(len(err))], where="post", label=lab)
@@ -469,10 +472,14 @@ def validation(ctx: FigureContext) -> None:
                         "97.8%", f"{st['mean_simulated_s'] / st['mean_recorded_s']:.1%}")
             ctx.compare(f"{g}/{b}: median absolute relative error per page (not stated by BLAST)", None,
                         f"{st['median_abs_error']:.1%}")
-            ctx.compare(f"{g}/{b}: with the measured time per tree level ({gd['parse_s'] * 1000:.0f} ms; not BLAST's):"
-                        " r / median |error|", None,
-                        f"{st['r_parse']:.3f} / {st['median_abs_error_parse']:.1%}" if st["r_parse"] is not None
-                        else f"- / {st['median_abs_error_parse']:.1%}")
+            for v, what in (("measured", f"at the measured RTT {gd['measured_rtt_s'] * 1000:.0f} ms and "
+                                          f"{gd['measured_bandwidth_Bps'] / 1000:.0f} kB/s (BLAST's method)"),
+                            ("measured_parse", f"same + {gd['parse_s'] * 1000:.0f} ms per tree level (not BLAST's)")):
+                vs = st[v]
+                r_txt = "-" if vs["r"] is None else f"{vs['r']:.3f}"
+                ctx.compare(f"{g}/{b}: {what}: r / mean sim/rec / median |error|", None,
+                            f"{r_txt} / {vs['mean_simulated_s'] / st['mean_recorded_s']:.1%} / "
+                            f"{vs['median_abs_error']:.1%}")
     ctx.notes["groups"] = groups
     if len(groups) == 1:   # one profile: its numbers at the top level too
         (gd,) = groups.values()
