@@ -254,6 +254,9 @@ def sim_pageload(
     prefetch_db: bool = typer.Option(False, "--prefetch-db", help="Prefetch database."),
     h2_db: bool = typer.Option(False, "--h2-db", help="HTTP/2 database."),
     max_per_server: int = typer.Option(6, "--max-per-server", help="Connections per server."),
+    optimistic: bool = typer.Option(False, "--optimistic-data", help="Optimistic data (BLAST sec. V-C)."),
+    alpn_rtt: bool = typer.Option(False, "--alpn-rtt", help="HTTP/2 one RTT after TLS (Tor Browser 8.5, BLAST sec. IV-B)."),
+    pipeline_depth: int = typer.Option(1, "--pipeline-depth", help="HTTP/1.1 pipelining depth (1 = none)."),
 ) -> None:
     """BLAST sec. V-B: event-driven page-load simulation; correlation with recorded visits."""
     from .models import inputs
@@ -270,8 +273,11 @@ def sim_pageload(
     bw = _positive(bandwidth if bandwidth is not None else float(params.get("bandwidth_Bps", 1e6)), "--bandwidth")
     if max_per_server < 1:
         raise UsageError("--max-per-server must be >= 1")
+    if not 1 <= pipeline_depth <= 100:
+        raise UsageError("--pipeline-depth must be between 1 and 100")
     opts = PageOptions(rtt_s=r, bandwidth_Bps=bw, max_per_server=max_per_server,
-                       features=Features(tfo, zero_rtt, across, redirect_db, prefetch_db, h2_db))
+                       features=Features(tfo, zero_rtt, across, redirect_db, prefetch_db, h2_db, optimistic, alpn_rtt,
+                                         pipeline_depth))
     try:
         res = pageload(pages, opts)
     except ValueError as exc:

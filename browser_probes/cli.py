@@ -93,8 +93,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 skipped += 1
                 Console(stderr=True).print(f"skipped: {exc}", highlight=False, markup=False, soft_wrap=True)
         urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
+        link, link_ns = _timing_link()
         ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
-                                             "browser": browser, "page_timeout_s": page_timeout},
+                                             "browser": browser, "page_timeout_s": page_timeout, **link},
+                        **({"namespace": link_ns} if link_ns else {}),
                         packages=("selenium",), targets=urls, concurrency=browsers)
         store = VisitStore(db, ctx.run.id)
         err = Console(stderr=True)
@@ -326,6 +328,20 @@ def _policy():
     from netsurvey.etiquette import TargetPolicy
 
     return TargetPolicy.from_config(state.config.etiquette)
+
+
+def _timing_link() -> tuple[dict, Optional[str]]:
+    """The timing testbed's link profile (name, RTT, rate) and vantage namespace when this
+    runs in its vantage (`netsurvey testbed timing exec -- ...`), else ({}, None): page loads
+    under delay record the profile they ran under (issue 25, item 6: blast-validation groups
+    by it) and the right vantage."""
+    try:
+        server, applied = _timing_server()
+    except Exception:   # not in the timing vantage, or no timing testbed: no link profile to record
+        return {}, None
+    a = applied or {}
+    return ({"link_profile": a.get("name"), "link_rtt_ms": a.get("rtt_ms"), "link_rate_kbit": a.get("rate_kbit")},
+            server["vantage_netns"])
 
 
 def _timing_server() -> tuple[dict, Optional[dict]]:

@@ -9,7 +9,14 @@ without netem. The server namespace runs:
 * nginx on port 443: TLS 1.2 and 1.3, a session cache (session IDs), stateless tickets,
   ``ssl_early_data on`` (TLS 1.3 0-RTT; nginx answers a request received as early data
   before the handshake completes: ngx_ssl_write_early in src/event/ngx_event_openssl.c);
-* the QUIC server (testbed/quic_server.py) on UDP 443 with tickets and 0-RTT.
+* the QUIC server (testbed/quic_server.py) on UDP 443 with tickets and 0-RTT;
+* the page server (issue 25, item 6: BLAST validation under delay): the same nginx serves
+  the generated pages (testbed/pagegen.py) for :data:`PAGE_HOSTS`, each host with its own
+  certificate (browsers then never coalesce two hosts onto one HTTP/2 connection, so a
+  host is a server to the simulator too), the HTTP/2 hosts on one address and the
+  HTTP/1.1 hosts on another (nginx 1.22 switches HTTP/2 per listening address); TLS 1.3
+  only (the simulator's default for hosts no `scan tls` saw), no early data. The vantage's
+  hosts file names them; documents live under ``<state dir>/timing/nginx/pages/HOST/``.
 
 State (pids, files) lives in ``<state dir>/timing/``; ``testbed timing down`` (and ``testbed
 down``) remove everything. Ground truth: :func:`status`.
@@ -66,7 +73,33 @@ def _alive(p: dict) -> bool:
 
 #: Bumped whenever what `up` builds changes (servers, their configuration, files): a timing
 #: testbed built by older code is then rebuilt instead of being taken as up.
-LAYOUT = 2   # 2: nginx logs each request (resumed, early data); TLS 1.2-only port; vantage hosts file
+LAYOUT = 3   # 2: nginx logs each request (resumed, early data); TLS 1.2-only port; vantage hosts file
+#             3: the page server (PAGE_HOSTS on two more addresses)
+
+#: The page server's hosts (issue 25, item 6): hostname -> speaks HTTP/2. Seven HTTP/2 and
+#: four HTTP/1.1 hosts (BLAST sec. IV-C1: 49% of its http2 data set's resources came over
+#: HTTP/2); 11 hosts as testbed/pagegen.py's shared-testbed list.
+PAGE_HOSTS = {"www.pages.test": True, "static.pages.test": True, "img.pages.test": True, "cdn.pages.test": True,
+              "fonts.pages.test": True, "api.pages.test": True, "video.pages.test": True,
+              "old.pages.test": False, "ads.pages.test": False, "stats.pages.test": False, "legacy.pages.test": False}
+#: host suffix of the page server's addresses in the timing link's prefixes (.10: HTTP/2, .11: HTTP/1.1)
+PAGE_ADDR_SUFFIX = {True: 10, False: 11}
+
+
+def page_addresses(cfg: TestbedConfig, h2: bool) -> tuple[str, str]:
+    """(IPv4, IPv6) of the page server's HTTP/2 (or HTTP/1.1) hosts in the timing link's prefixes."""
+    import ipaddress
+
+    t = cfg.timing
+    n = PAGE_ADDR_SUFFIX[h2]
+    v4 = ipaddress.ip_network(f"{t.server_v4}/{t.prefixlen_v4}", strict=False).network_address + n
+    v6 = ipaddress.ip_network(f"{t.server_v6}/{t.prefixlen_v6}", strict=False).network_address + n
+    return str(v4), str(v6)
+
+
+def pages_root() -> Path:
+    """Document roots of the page server: ``pages_root() / HOST``."""
+    return _dir() / "nginx" / "pages"
 
 #: The TLS 1.2-only server (browser revisits: an abbreviated TLS 1.2 handshake saves one RTT).
 TLS12_PORT = 8443
@@ -98,10 +131,14 @@ def up(cfg: TestbedConfig, log=print) -> dict:
                         f"addr add {mine[0]}/{t.prefixlen_v4} dev {dev}",
                         f"addr add {mine[1]}/{t.prefixlen_v6} dev {dev} nodad",
                         f"link set {dev} mtu 1500 up"], ns=ns)
+    pa = {h2: page_addresses(cfg, h2) for h2 in (True, False)}
+    netns.ip_batch([cmd for v4, v6 in pa.values() for cmd in (f"addr add {v4}/{t.prefixlen_v4} dev tms0",
+                                                              f"addr add {v6}/{t.prefixlen_v6} dev tms0 nodad")], ns=sns)
     netns.sysctl(vns, {"net.ipv4.tcp_fastopen": "1"})
-    # browsers in the vantage find timing.test through /etc/hosts (`ip netns exec` bind-mounts
-    # /etc/netns/<ns>/hosts over it): the timing testbed has no resolver of its own
-    netns.write_hosts(vns, {t.hostname: [t.server_v4, t.server_v6]})
+    # browsers in the vantage find timing.test and the page hosts through /etc/hosts (`ip
+    # netns exec` bind-mounts /etc/netns/<ns>/hosts over it): no resolver of its own
+    netns.write_hosts(vns, {t.hostname: [t.server_v4, t.server_v6],
+                            **{h: list(pa[h2]) for h, h2 in PAGE_HOSTS.items()}})
     netns.sysctl(sns, {"net.ipv4.tcp_fastopen": "3", "net.ipv4.tcp_fastopen_key": t.tfo_key,
                        "net.core.somaxconn": "4096"})
     (d / "profile.json").write_text(json.dumps(cfg.profile("none").model_dump()))
@@ -147,6 +184,24 @@ def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
     for sub in ("logs", "tmp", "www"):
         (ng / sub).mkdir(parents=True, exist_ok=True)
     (ng / "www" / "index.html").write_text("<!doctype html><title>timing.test</title><p>timing</p>\n")
+    page_servers = []
+    for host, h2 in PAGE_HOSTS.items():
+        (ng / "pages" / host).mkdir(parents=True, exist_ok=True)
+        pc, pk = issue_cert(pki, host, [host])
+        v4, v6 = page_addresses(cfg, h2)
+        flag = " http2" if h2 else ""
+        page_servers.append(f"""    server {{
+        listen {v4}:443 ssl{flag};
+        listen [{v6}]:443 ssl{flag};
+        server_name {host};
+        ssl_certificate {pc};
+        ssl_certificate_key {pk};
+        ssl_protocols TLSv1.3;
+        access_log off;
+        root {ng / 'pages' / host};
+        location / {{ try_files $uri $uri/index.html =404; }}
+    }}
+""")
     tk = ng / "ticket.key"
     if not tk.exists():
         tk.write_bytes(os.urandom(80))
@@ -167,7 +222,7 @@ http {{
     access_log {ng / 'logs' / 'access.log'} revisit;
     client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
     uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
-    types {{ text/html html; }}
+    types {{ text/html html; text/css css; application/javascript js; image/png png; }}
     keepalive_timeout 5s;
     server {{
         listen {t.server_v4}:443 ssl;
@@ -198,7 +253,7 @@ http {{
         root {ng / 'www'};
         location / {{ try_files $uri $uri/index.html =404; }}
     }}
-}}
+{"".join(page_servers)}}}
 """)
     specs.append(ProcSpec(name="nginx", namespace=netns_name(t.server_ns),
                           argv=[shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(ng / "nginx.conf"), "-p", str(ng)],
@@ -340,4 +395,6 @@ def status(cfg: TestbedConfig) -> dict:
             "quic_log": str(_dir() / "quic.log"),
             "certfile": json.loads((_dir() / "quic.json").read_text()).get("certfile")
             if (_dir() / "quic.json").exists() else None,
-            "delay_line": delay_line_applied()}
+            "delay_line": delay_line_applied(),
+            "pages": {"www_root": str(pages_root()), "tls_versions": ["1.3"], "early_data": False,
+                      "hosts": {h: {"h2": h2, "addresses": list(page_addresses(cfg, h2))} for h, h2 in PAGE_HOSTS.items()}}}

@@ -179,7 +179,7 @@ def _page(obj: dict, where: str) -> Page:
                                h2=bool(s.get("h2", False)), group=s.get("group")) for s in obj.get("servers", []))
         resources = tuple(Resource(id=str(r["id"]), server=str(r["server"]), size=int(r.get("size", 0)),
                                    parent=None if r.get("parent") is None else str(r["parent"]),
-                                   redirect=bool(r.get("redirect", False)), prefetchable=bool(r.get("prefetchable", True)))
+                                   redirect=bool(r.get("redirect", False)), prefetchable=bool(r.get("prefetchable", False)))
                           for r in obj["resources"])
         rec = obj.get("recorded_plt_s")
         return Page(str(obj.get("name", where)), resources, servers, None if rec is None else float(rec))
@@ -196,18 +196,43 @@ def pages_file(path: Path) -> tuple[list[Page], dict]:
     return [_page(p, f"{path}: page {i}") for i, p in enumerate(items, 1)], params
 
 
+#: The prefetch database (BLAST sec. V-D): a resource is prefetched if its URL occurs in at
+#: least 90% of the instances of its page; we also need two instances (one visit shows
+#: nothing about stability: BLAST's pages had up to 5 instances each, top 10 more).
+PREFETCH_MIN_SHARE = 0.9
+PREFETCH_MIN_VISITS = 2
+
+
 def pages_db(db: Database, runs: tuple[int, ...] = ()) -> list[Page]:
     check_views(db, "pageload")
     with db.connect() as conn:
         cond, params = ("WHERE scan_run_id = ANY(%s)", [list(runs)]) if runs else ("", [])
         visits = conn.execute(f"SELECT visit_id, page, recorded_plt_s FROM model_page_visit {cond} ORDER BY 1", params).fetchall()
-        res = conn.execute("SELECT visit_id, resource_id, parent_id, server, size_bytes, redirect FROM model_page_resource "
-                           "ORDER BY 1, 2").fetchall()
-        srv = conn.execute("SELECT visit_id, server, tls, tls_version, h2 FROM model_page_server ORDER BY 1, 2").fetchall()
+        ids = [v[0] for v in visits]
+        res = conn.execute("SELECT r.visit_id, r.resource_id, r.parent_id, r.server, r.size_bytes, r.redirect, b.url"
+                           " FROM model_page_resource r JOIN browser_resource b ON b.visit_id = r.visit_id"
+                           " AND b.resource_no::text = r.resource_id WHERE r.visit_id = ANY(%s)"
+                           " ORDER BY 1, b.resource_no", (ids,)).fetchall()
+        srv = conn.execute("SELECT visit_id, server, tls, tls_version, h2 FROM model_page_server WHERE visit_id = ANY(%s)"
+                           " ORDER BY 1, 2", (ids,)).fetchall()
     pages = {v: {"name": p, "recorded_plt_s": plt, "resources": [], "servers": []} for v, p, plt in visits}
-    for v, rid, par, s, size, red in res:
+    # the prefetch database: per page (URL requested), in how many of its visits each URL occurs
+    page_of = {v: p for v, p, _ in visits}
+    n_visits: dict[str, int] = {}
+    for p in page_of.values():
+        n_visits[p] = n_visits.get(p, 0) + 1
+    seen: dict[tuple[str, str], set] = {}
+    for v, _, _, _, _, _, url in res:
+        seen.setdefault((page_of[v], url), set()).add(v)
+
+    def stable(v: int, url: str) -> bool:
+        n = n_visits[page_of[v]]
+        return n >= PREFETCH_MIN_VISITS and len(seen[(page_of[v], url)]) >= PREFETCH_MIN_SHARE * n
+
+    for v, rid, par, s, size, red, url in res:
         if v in pages:
-            pages[v]["resources"].append({"id": rid, "parent": par, "server": s, "size": size, "redirect": red})
+            pages[v]["resources"].append({"id": rid, "parent": par, "server": s, "size": size, "redirect": red,
+                                          "prefetchable": stable(v, url)})
     for v, s, tls, ver, h2 in srv:
         if v in pages:
             # tls_version NULL: the logger does not record it and no `scan tls` saw the host;
