@@ -366,6 +366,8 @@ class Testbed:
         from . import profiles, timing  # link profiles and the timing testbed (issue 25)
         truth["profiles"] = profiles.ground_truth(cfg)
         truth["timing"] = timing.status(cfg)
+        from . import zoo2  # TLS zoo 2 (issue 24): a testbed of its own
+        truth["zoo2"] = zoo2.status()
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -408,6 +410,8 @@ def down(log=print) -> dict:
 
     with _exclusive():
         timing.down(log=lambda *_: None)
+        from . import zoo2  # TLS zoo 2 (issue 24)
+        zoo2.down(log=lambda *_: None)
         return _down(log)
 
 
