@@ -1,0 +1,178 @@
+"""TLS zoo 2 (issue 24): `scan tls` against H2O, BoringSSL's `bssl server` and rustls, each
+with stock defaults in a testbed of their own (testbed/zoo2.py, namespaces nstz-*), must
+recover every fact of their ground truth (testbed/zoo2_facts.py, cited from each
+implementation's source). Plus the boringssl layout rule on tickets built as the cited
+sources build them."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import pytest
+
+from conftest import needs_root, run_cli
+
+from scanners.tls import wire
+
+pytestmark = pytest.mark.timeout(240)
+
+
+# --------------------------------------------------------------- layouts (no testbed)
+def _rnd(tag: bytes, n: int) -> bytes:
+    return (hashlib.sha256(tag).digest() * (n // 32 + 1))[:n]
+
+
+KN = _rnd(b"key name", 16)
+# ssl/ssl_session.cc ssl_encrypt_ticket_with_cipher_ctx(): key_name iv AES-128-CBC(state) HMAC-SHA256
+CBC = [KN + _rnd(b"iv%d" % i, 16) + _rnd(b"s%d" % i, 16 * 9) + _rnd(b"m%d" % i, 32) for i in range(2)]
+
+
+def test_boringssl_told_from_openssl_by_the_tls13_nonce():
+    assert wire.infer_layout(CBC, [1, 1]) == wire.TicketLayout("boringssl", 16, 2)   # tls13_server.cc nonce[] = {i}
+    assert wire.infer_layout(CBC, [8, 8]) == wire.TicketLayout("openssl", 16, 2)     # OpenSSL TICKET_NONCE_SIZE 8
+    assert wire.infer_layout(CBC) == wire.TicketLayout("openssl", 16, 2)             # TLS 1.2: no nonce
+    assert wire.infer_layout(CBC, [None, None]) == wire.TicketLayout("openssl", 16, 2)
+    assert wire.infer_layout(CBC, [1, 8]).family == "openssl"                       # not all 1: no verdict
+    # a 1-byte nonce makes nothing else boringssl (rustls/ring tickets, Go's random IV)
+    rustls = [KN + _rnd(b"n%d" % i, 12) + _rnd(b"s%d" % i, 141) for i in range(2)]
+    assert wire.infer_layout(rustls, [1, 1]).family == "rustls"
+    assert wire.FAMILY_KEY_ID_BYTES["boringssl"] == 16
+
+
+def test_tls12_probe_relabelled_by_the_shared_boringssl_key():
+    from scanners.tls.results import HandshakeObservation
+    from scanners.tls.survey import _same_key_family
+
+    def obs(v, tickets, lay):
+        return HandshakeObservation(v, "success", layout=lay, layout_tickets=tuple(tickets))
+
+    t13 = [KN + _rnd(b"x%d" % i, 160) for i in range(2)]
+    o12, o13 = obs("1.2", CBC, wire.TicketLayout("openssl", 16, 2)), obs("1.3", t13, wire.TicketLayout("boringssl", 16, 2))
+    assert [o.layout.family for o in _same_key_family([o12, o13])] == ["boringssl", "boringssl"]
+    other = obs("1.2", [_rnd(b"other key", 16) + c[16:] for c in CBC], wire.TicketLayout("openssl", 16, 2))
+    assert [o.layout.family for o in _same_key_family([other, o13])] == ["openssl", "boringssl"]
+
+
+# ------------------------------------------------------------------ the zoo2 testbed (root)
+@pytest.fixture(scope="module")
+def zoo2():
+    """The zoo2 testbed, up (idempotent: seconds when it is not); its ground truth."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the testbed needs root")
+    from testbed import zoo2 as z
+
+    st = z.up(log=lambda *_: None)
+    if not st["up"]:
+        pytest.fail(f"zoo2 testbed not up: {st['processes']}")
+    return st["hosts"]
+
+
+def _scan(db, *args):
+    p = run_cli("testbed", "zoo2", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
+                "tls", "--tls", "1.2,1.3", *args, "--json", dsn=db.dsn, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])["run_id"]
+
+
+def _rows(db, run_id, hostname):
+    with db.connect() as conn:
+        return conn.execute(
+            "SELECT host(address), version, status, error, session_id_len, id_resumed, ticket_count, ticket_lifetime,"
+            " max_early_data, ticket_family, ticket_key_id_len, ticket_layout_basis, key_name, ticket_resumed,"
+            " ticket_len FROM tls_handshake WHERE run_id = %s AND hostname = %s ORDER BY 1, 2",
+            (run_id, hostname)).fetchall()
+
+
+def _check(rows, facts: dict, label: str, addresses: list) -> None:
+    """Every ground-truth fact in the host's tls_handshake rows (both addresses, both versions)."""
+    f = {k: v["value"] for k, v in facts.items() if isinstance(v, dict)}
+    assert len(rows) == 2 * len(addresses), rows
+    keys = {}
+    for (addr, v, status, err, sid_len, id_res, count, life, early, fam, kid_len, basis, kn, t_res, tlen) in rows:
+        where = f"{label} {addr} TLS {v}"
+        assert (status, err) == ("success", None), where
+        has_tickets = f.get(f"tls{v.replace('.', '')}_tickets", f["tickets"])
+        if v == "1.2":
+            assert id_res is f["session_ids"], where
+            # every implementation here sends an empty ServerHello session_id to a client
+            # offering tickets when it issues one, and a 32-byte one otherwise
+            assert sid_len == 32, where
+        if not has_tickets:
+            assert (count, fam, t_res) == (0, None, None), where
+            continue
+        assert t_res is True, f"{where}: immediate ticket resumption"
+        assert fam == f["ticket_family"], where
+        assert kid_len == f["ticket_key_id_len"], where
+        assert basis >= 2, f"{where}: layout judged from one ticket"
+        assert early == f["tls13_max_early_data"], where
+        if v == "1.2":
+            assert count == 1, where
+            # BoringSSL rebases the timeout in whole seconds (zoo2_facts: 7199 if a second ticks over)
+            assert life in (f["tls12_lifetime_hint_s"], f["tls12_lifetime_hint_s"] - 1), where
+        else:
+            assert count == f["tls13_ticket_count"], where
+            assert life in (f["tls13_ticket_lifetime_s"], f["tls13_ticket_lifetime_s"] - 1), where
+            if "tls13_ticket_len_bytes" in f:
+                assert tlen == f["tls13_ticket_len_bytes"], where
+        if kid_len:
+            assert kn is not None and len(kn) == kid_len, where
+            keys.setdefault(v, set()).add(bytes(kn))
+        else:
+            assert kn is None, where
+    # one key for the whole process (both addresses; both versions where both have tickets);
+    # H2O changes its key every ~1000 s: a scan may straddle one change
+    if f["ticket_key_id_len"] and f.get("ticket_key_scope") == "process":
+        assert len(set().union(*keys.values())) <= (2 if f["key_rotation_s"] < 3600 else 1), keys
+
+
+@needs_root()
+def test_zoo2_facts_recovered(db, zoo2):
+    hosts = {k: h for k, h in zoo2.items() if h["installed"]}
+    if not hosts:
+        pytest.skip("no zoo2 host installed (scripts/install.sh, scripts/build_zoo.sh)")
+    targets = [x for h in hosts.values() for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")]
+    # GET: bssl server -www answers only GET, and BoringSSL sends TLS 1.3 tickets only with a write
+    run = _scan(db, "--tls13-request", "GET", *targets)
+    for label, h in hosts.items():
+        _check(_rows(db, run, h["hostname"]), h["facts"], label, h["addresses"])
+    if "rustls" in hosts:
+        h = hosts["rustls"]
+        run = _scan(db, "--port", str(h["tickets_port"]),
+                    *[x for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")])
+        _check(_rows(db, run, h["hostname"]), h["tickets_port_facts"], "rustls-tickets", h["addresses"])
+
+
+@needs_root()
+def test_bssl_tls13_tickets_need_a_server_write(db, zoo2):
+    """The source's claim (tls13_server.cc do_send_new_session_ticket: tickets wait for a server
+    write) seen from outside: with the default HEAD, which `bssl server -www` does not answer,
+    no TLS 1.3 ticket arrives; TLS 1.2 (tickets in the handshake) is unaffected, but without
+    a TLS 1.3 nonce to tell it its openssl-shaped tickets read ``openssl`` (wire.py)."""
+    h = zoo2.get("bssl")
+    if h is None or not h["installed"]:
+        pytest.skip("bssl-tool not installed (android-boringssl)")
+    assert h["facts"]["tls13_tickets_need_server_write"]["value"] is True
+    run = _scan(db, "--target", f"{h['hostname']}={h['addresses'][0]}")
+    got = {v: (count, fam) for _, v, _, _, _, _, count, _, _, fam, *_ in _rows(db, run, h["hostname"])}
+    assert got == {"1.2": (1, "openssl"), "1.3": (0, None)}, got
+
+
+@needs_root()
+def test_zoo2_in_testbed_status(zoo2):
+    p = run_cli("testbed", "status", "--json")
+    assert p.returncode == 0, p.stderr[-1000:]
+    st = json.loads(p.stdout)["ground_truth"]["zoo2"]
+    assert st["up"] and st["vantage_netns"] == "nstz-vantage"
+    assert set(st["hosts"]) == {"h2o", "bssl", "rustls"}
+    for label, h in st["hosts"].items():
+        assert all(a.startswith(("198.18.13", "2001:2:0:13")) for a in h["addresses"]), h
+        facts = [h["facts"]] + ([h["tickets_port_facts"]] if "tickets_port_facts" in h else [])
+        for fs in facts:
+            for name, f in fs.items():
+                if name != "implementation":
+                    assert f["source"], (label, name)
+        if h["installed"]:
+            assert h["version"], label
