@@ -176,3 +176,67 @@ def test_zoo2_in_testbed_status(zoo2):
                     assert f["source"], (label, name)
         if h["installed"]:
             assert h["version"], label
+
+
+# ------------------------------------------- H2O's key rotation under accelerated time (slow)
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("shutil").which("faketime") or not __import__("shutil").which("h2o"),
+                    reason="faketime / h2o not installed")
+def test_h2o_key_rotation_under_faketime(db, tmp_path):
+    """H2O (src/ssl.c update_tickets()) makes a new key once the newest is 900 s old, checked
+    every 114-120 s, and uses it 60 s later: the encrypting key changes every 960-1080 s. Run at
+    60x (libfaketime, which scales sleep() too) on loopback, `scan tls --repeat` sees the key
+    name change every 16-18 s of real time."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from testbed.pki import ensure_ca, issue_cert
+    from testbed.zoo import ZooHost
+    from testbed.zoo2 import _h2o_conf
+    from testbed.zoo2_facts import H2O_FACTS
+
+    speed = 60
+    ca, _ = ensure_ca(tmp_path / "pki")
+    cert, key = issue_cert(tmp_path / "pki", "h2o.zoo2.test", ["h2o.zoo2.test"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = _h2o_conf(ZooHost("h2o", "h2o.zoo2.test", "", ("127.0.0.1",), port), cert, key, tmp_path / "h2o")
+    p = subprocess.Popen(["faketime", "-f", f"+0 x{speed}", "h2o", "-c", str(conf)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.time() < deadline, "h2o did not start"
+                time.sleep(0.05)
+        t_start = time.time()
+        cfg = tmp_path / "survey.toml"
+        cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
+        r = run_cli("--config", str(cfg), "scan", "tls", "--target", f"h2o.zoo2.test=127.0.0.1", "--port", str(port),
+                    "--tls", "1.2", "--no-check-resumption", "--repeat", "26", "--interval", "1.5", "--json",
+                    dsn=db.dsn, env={"SSL_CERT_FILE": str(ca)}, timeout=150)
+        assert r.returncode == 0, r.stderr
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=5)
+    with db.connect() as conn:
+        rows = conn.execute("SELECT observed_at, key_name, ticket_family FROM tls_handshake WHERE hostname ="
+                            " 'h2o.zoo2.test' ORDER BY observed_at").fetchall()
+    assert len(rows) == 26 and all(f == "openssl" for *_, f in rows), rows
+    changes = [rows[i][0].timestamp() for i in range(1, len(rows)) if rows[i][1] != rows[i - 1][1]]
+    step = 1.5 + 0.5   # one probe step (+ the probe itself)
+    lo = H2O_FACTS["key_rotation_s"]["value"] + 60           # 960 s
+    hi = lo + 120                                            # 1080 s: the updater's check interval
+    assert len(changes) >= 1, rows
+    # the first key changes lo..hi (fake) seconds after start-up
+    assert lo / speed - step <= changes[0] - t_start <= hi / speed + step, (changes, t_start)
+    for a, b in zip(changes, changes[1:]):
+        assert lo / speed - step <= b - a <= hi / speed + step, changes
