@@ -30,6 +30,7 @@ APT_PACKAGES=(
   gnutls-bin lighttpd lighttpd-mod-openssl haproxy openjdk-17-jdk-headless  # issue 24: the testbed zoo's TLS hosts (+ gnutls-cli)
   webkit2gtk-driver xvfb  # issue 27: WebKit (WebKitWebDriver + MiniBrowser) as a third engine, on its own Xvfb
   testssl.sh  # issue 24: a further second opinion on TLS resumption (scan tls-second-opinion --client testssl)
+  h2o android-boringssl  # issue 24: TLS zoo 2 (testbed zoo2: H2O, BoringSSL's bssl-tool server)
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
@@ -43,7 +44,7 @@ if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
     apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts these daemons on install; the testbed runs its own instances.
-    for svc in nginx knot unbound lighttpd haproxy; do
+    for svc in nginx knot unbound lighttpd haproxy h2o; do
       systemctl disable --now "$svc" >/dev/null 2>&1 || true
       pkill -x "$svc" >/dev/null 2>&1 || true
     done
@@ -108,5 +109,6 @@ if [ ! -x "$HOME/.cargo/bin/geckodriver" ] && [ -x "$CARGO_BIN" ]; then
   "$CARGO_BIN" install -q --locked geckodriver >/dev/null 2>&1 || echo "install: geckodriver build failed (Firefox probes unavailable)"
 fi
 
-# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s).
+# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s) and TLS zoo 2's
+# rustls server (crates.io, Cargo.lock pinned, ~70 s once on 2 cores).
 scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"
