@@ -49,11 +49,13 @@ from .zoo import ROOT, ZooHost
 NETNS_PREFIX = "nstz-"
 VANTAGE = NETNS_PREFIX + "vantage"
 RUST_BIN = ROOT / "tools" / "rust" / "bin" / "zoo-rustls"
-#: The rustls host's second port: the stock config plus rustls's stateless Ticketer.
+#: The rustls host's second port: the stock config plus rustls's stateless Ticketer, under a
+#: name of its own (the certificate names both) so its rows and ground truth stay apart.
 RUSTLS_TICKETS_PORT = 8443
+RUSTLS_TICKETS_NAME = "rustls-tickets.zoo2.test"
 
 #: Bumped whenever what `up` builds changes: a zoo2 testbed built by older code is rebuilt.
-LAYOUT = 1
+LAYOUT = 2   # 2: the rustls certificate also names rustls-tickets.zoo2.test
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,8 @@ def _server_specs(d: Path) -> list[ProcSpec]:
             continue
         hd = d / h.label
         hd.mkdir(parents=True, exist_ok=True)
-        c, k = issue_cert(state_dir() / "pki", h.hostname, [h.hostname])
+        sans = [h.hostname, RUSTLS_TICKETS_NAME] if h.label == "rustls" else [h.hostname]
+        c, k = issue_cert(state_dir() / "pki", h.hostname, sans)
         # copies: no command line of ours names a file in the shared state directory
         cert, key = hd / "cert.pem", hd / "key.pem"
         cert.write_bytes(c.read_bytes())
@@ -224,7 +227,9 @@ def up(log=print) -> dict:
         netns.ip_batch([f"addr add {v4}/24 dev {z.veth}s",
                         f"addr add {v6}/64 dev {z.veth}s nodad",
                         f"link set {z.veth}s up"], ns=h.namespace)
-    netns.write_hosts(VANTAGE, {z.host.hostname: list(z.host.addresses) for z in HOSTS})
+    names = {z.host.hostname: list(z.host.addresses) for z in HOSTS}
+    names[RUSTLS_TICKETS_NAME] = list(host("rustls").host.addresses)
+    netns.write_hosts(VANTAGE, names)
     for spec in _server_specs(d):
         _start(st, spec)
     st["complete"] = True
@@ -269,16 +274,30 @@ def down(log=print) -> None:
 from .zoo2_facts import FACTS  # noqa: E402  (the cited facts: a module of their own)
 
 
-def status() -> dict:
-    st = _state()
-    hosts = {}
+def _hosts() -> dict:
+    """label -> hostname, namespace, addresses, port and facts (static: no process looked at)."""
+    out = {}
     for z in HOSTS:
         h = z.host
-        hosts[h.label] = {"hostname": h.hostname, "namespace": h.namespace, "addresses": list(h.addresses),
-                          "port": h.port, "installed": available(h.label), "version": version(h.label),
-                          "facts": FACTS[h.label]}
-    hosts["rustls"]["tickets_port"] = RUSTLS_TICKETS_PORT
-    hosts["rustls"]["tickets_port_facts"] = FACTS["rustls-tickets"]
+        out[h.label] = {"hostname": h.hostname, "namespace": h.namespace, "addresses": list(h.addresses),
+                        "port": h.port, "facts": FACTS[h.label]}
+    r = host("rustls").host
+    out["rustls-tickets"] = {"hostname": RUSTLS_TICKETS_NAME, "namespace": r.namespace, "addresses": list(r.addresses),
+                             "port": RUSTLS_TICKETS_PORT, "facts": FACTS["rustls-tickets"]}
+    return out
+
+
+def documented() -> dict:
+    """hostname -> cited ground-truth facts (``plot zoo-table``)."""
+    return {h["hostname"]: h["facts"] for h in _hosts().values()}
+
+
+def status() -> dict:
+    st = _state()
+    hosts = _hosts()
+    for label, h in hosts.items():
+        prog = label.split("-")[0]
+        h["installed"], h["version"] = available(prog), version(prog)
     return {"up": healthy(), "vantage_netns": VANTAGE, "state_dir": str(_dir()),
             "processes": [{"name": p["name"], "pid": p["pid"], "running": _alive(p)} for p in st.get("procs", [])],
             "hosts": hosts}
