@@ -52,7 +52,13 @@ H2O_FACTS = {
                        "3600 s); ticket_internal_updater() checks every 114-120 s ('sleep(120 - (h2o_rand() >> 16) "
                        "% 7)'), so the encrypting key changes every 960-1080 s"},
     "key_acceptance_s": {"value": 3600, "source": _H2O + "new_ticket(..., not_before, not_before + conf.lifetime - "
-                         "1): a key is dropped once now > not_after (update_tickets())"},
+                         "1): a key is dropped once now > not_after (update_tickets()), i.e. 3600 s after it starts "
+                         "encrypting (+ up to one 120 s updater check). The documentation (srcdoc/configure/"
+                         "base_directives.mt, ssl-session-resumption) says secrets 'expire (and gets removed) after 5/4 "
+                         "of the session lifetime', which would keep every ticket good for its 3600 s hint: the source "
+                         "is right - under libfaketime (60x) first-key tickets were refused at ticket ages of ~3240 s, "
+                         "once the key's not_after had passed (tests/test_zoo_tls2.py "
+                         "test_h2o_ticket_key_acceptance_source_not_docs)"},
 }
 
 BSSL_FACTS = {

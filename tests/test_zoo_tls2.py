@@ -172,34 +172,34 @@ def test_zoo2_in_testbed_status(zoo2):
 
 
 # ------------------------------------------- H2O's key rotation under accelerated time (slow)
-@pytest.mark.slow
-@pytest.mark.skipif(not __import__("shutil").which("faketime") or not __import__("shutil").which("h2o"),
-                    reason="faketime / h2o not installed")
-def test_h2o_key_rotation_under_faketime(db, tmp_path):
-    """H2O (src/ssl.c update_tickets()) makes a new key once the newest is 900 s old, checked
-    every 114-120 s, and uses it 60 s later: the encrypting key changes every 960-1080 s. Run at
-    60x (libfaketime, which scales sleep() too) on loopback, `scan tls --repeat` sees the key
-    name change every 16-18 s of real time."""
+SPEED = 60   # libfaketime rate: 1 real second = 60 server seconds (sleep() is scaled too)
+
+
+@pytest.fixture
+def fast_h2o(tmp_path):
+    """H2O with stock defaults on 127.0.0.1 under libfaketime at SPEED x; yields (port, CA
+    file, real start time)."""
     import os
+    import shutil
     import signal
     import socket
     import subprocess
     import time
-    from pathlib import Path
 
+    if not shutil.which("faketime") or not shutil.which("h2o"):
+        pytest.skip("faketime / h2o not installed")
     from testbed.pki import ensure_ca, issue_cert
     from testbed.zoo import ZooHost
     from testbed.zoo2 import _h2o_conf
-    from testbed.zoo2_facts import H2O_FACTS
 
-    speed = 60
     ca, _ = ensure_ca(tmp_path / "pki")
     cert, key = issue_cert(tmp_path / "pki", "h2o.zoo2.test", ["h2o.zoo2.test"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     conf = _h2o_conf(ZooHost("h2o", "h2o.zoo2.test", "", ("127.0.0.1",), port), cert, key, tmp_path / "h2o")
-    p = subprocess.Popen(["faketime", "-f", f"+0 x{speed}", "h2o", "-c", str(conf)], stdout=subprocess.DEVNULL,
+    t0 = time.time()
+    p = subprocess.Popen(["faketime", "-f", f"+0 x{SPEED}", "h2o", "-c", str(conf)], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 10
@@ -210,16 +210,26 @@ def test_h2o_key_rotation_under_faketime(db, tmp_path):
             except OSError:
                 assert time.time() < deadline, "h2o did not start"
                 time.sleep(0.05)
-        t_start = time.time()
         cfg = tmp_path / "survey.toml"
         cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
-        r = run_cli("--config", str(cfg), "scan", "tls", "--target", f"h2o.zoo2.test=127.0.0.1", "--port", str(port),
-                    "--tls", "1.2", "--no-check-resumption", "--repeat", "26", "--interval", "1.5", "--json",
-                    dsn=db.dsn, env={"SSL_CERT_FILE": str(ca)}, timeout=150)
-        assert r.returncode == 0, r.stderr
+        yield port, str(ca), t0, cfg
     finally:
         os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=5)
+
+
+@pytest.mark.slow
+def test_h2o_key_rotation_under_faketime(db, fast_h2o):
+    """H2O (src/ssl.c update_tickets()) makes a new key once the newest is 900 s old, checked
+    every 114-120 s, and uses it 60 s later: the encrypting key changes every 960-1080 s. At
+    60x on loopback, `scan tls --repeat` sees the key name change every 16-18 s of real time."""
+    from testbed.zoo2_facts import H2O_FACTS
+
+    port, ca, t_start, cfg = fast_h2o
+    r = run_cli("--config", str(cfg), "scan", "tls", "--target", "h2o.zoo2.test=127.0.0.1", "--port", str(port),
+                "--tls", "1.2", "--no-check-resumption", "--repeat", "26", "--interval", "1.5", "--json",
+                dsn=db.dsn, env={"SSL_CERT_FILE": ca}, timeout=150)
+    assert r.returncode == 0, r.stderr
     with db.connect() as conn:
         rows = conn.execute("SELECT observed_at, key_name, ticket_family FROM tls_handshake WHERE hostname ="
                             " 'h2o.zoo2.test' ORDER BY observed_at").fetchall()
@@ -230,9 +240,54 @@ def test_h2o_key_rotation_under_faketime(db, tmp_path):
     hi = lo + 120                                            # 1080 s: the updater's check interval
     assert len(changes) >= 1, rows
     # the first key changes lo..hi (fake) seconds after start-up
-    assert lo / speed - step <= changes[0] - t_start <= hi / speed + step, (changes, t_start)
+    assert lo / SPEED - step <= changes[0] - t_start <= hi / SPEED + step, (changes, t_start)
     for a, b in zip(changes, changes[1:]):
-        assert lo / speed - step <= b - a <= hi / speed + step, changes
+        assert lo / SPEED - step <= b - a <= hi / SPEED + step, changes
+
+
+@pytest.mark.slow
+def test_h2o_ticket_key_acceptance_source_not_docs(db, fast_h2o):
+    """How long H2O accepts a ticket: its documentation (srcdoc/configure/base_directives.mt,
+    ssl-session-resumption) says the secrets 'expire (and gets removed) after 5/4 of the
+    session lifetime', which would leave every ticket valid for its whole 3600 s hint. The
+    source (src/ssl.c update_tickets(): not_after = not_before + lifetime - 1, removed once
+    now > not_after) keeps a key only 3600 s from its first use, so a ticket issued late in
+    its key's term is refused before its hint runs out. `scan tls-lifetime` (ages compressed
+    60x) on tickets of the first key (made at start-up, fake time 0): every attempt after the
+    key's not_after (+ one updater check) is refused, also at ticket ages far below 3600 s -
+    the source is right."""
+    import time
+
+    port, ca, t_start, cfg = fast_h2o
+    # the first key's name (it encrypts from start-up until ~972-1080 s fake = 16-18 s real)
+    r = run_cli("--config", str(cfg), "scan", "tls", "--target", "h2o.zoo2.test=127.0.0.1", "--port", str(port),
+                "--tls", "1.2", "--no-check-resumption", "--json", dsn=db.dsn, env={"SSL_CERT_FILE": ca}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with db.connect() as conn:
+        (k1,), = conn.execute("SELECT key_name FROM tls_handshake WHERE hostname = 'h2o.zoo2.test'").fetchall()
+    time.sleep(max(0.0, t_start + 8 - time.time()))
+    step = 2
+    r = run_cli("--config", str(cfg), "scan", "tls-lifetime", "--target", "h2o.zoo2.test=127.0.0.1", "--port",
+                str(port), "--tls", "1.2", "--mechanism", "ticket", "--max-age", "64", "--step", str(step), "--json",
+                dsn=db.dsn, env={"SSL_CERT_FILE": ca}, timeout=150)
+    assert r.returncode == 0, r.stderr
+    run = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        rows = conn.execute("SELECT extract(epoch FROM attempted_at), age_s, resumed, key_name FROM tls_resumption"
+                            " WHERE run_id = %s AND status = 'success' ORDER BY age_s", (run,)).fetchall()
+    k1 = bytes(k1)
+    # (fake time of the attempt, fake age of the ticket, resumed) for tickets of the first key;
+    # ages are exact (the scanner's own clock x SPEED), attempt times within `slack` (the fake
+    # clock's origin is the server's start, ~t_start)
+    fake = [((float(at) - t_start) * SPEED, age * SPEED, ok) for at, age, ok, k in rows if k is not None and bytes(k) == k1]
+    slack = 2 * SPEED
+    assert any(ok for *_, ok in fake) and any(not ok for *_, ok in fake), (fake, rows)
+    # source: the first key decrypts until its not_after (3599 s) + at most one updater check (120 s)
+    assert all(t <= 3599 + 120 + slack for t, _, ok in fake if ok), fake
+    assert all(t >= 3599 - slack for t, _, ok in fake if not ok), fake
+    # docs (key removed 5/4 x 3600 = 4500 s after it was made; the ticket good for its 3600 s
+    # hint): these refusals, of tickets younger than their hint, before 4500 s, contradict them
+    assert [age for t, age, ok in fake if not ok and age < 3600 - 60 and t < 4500 - slack], fake
 
 
 # ------------------------------------------- second opinion: gnutls-cli (another TLS stack)
