@@ -336,3 +336,59 @@ def test_zoo2_second_opinion_and_zoo_table(db, zoo2, tmp_path):
     bad = [r for r in table if r["netsurvey_matches_documented"] == "NO"
            and not (r["hostname"] == "bssl.zoo2.test" and r["netsurvey"] == "7199")]
     assert not bad, bad
+
+
+# ------------------------------------ BoringSSL's and rustls's key rotation under accelerated time (slow)
+#: label -> (rate, fact holding the period): BoringSSL's 2 days at 10000x = 17.3 s, rustls's 6 h
+#: at 1000x = 21.6 s of real time. Both rotate lazily, on the first ticket after the period
+#: (ssl_ctx_rotate_ticket_encryption_key / TicketRotator::maybe_roll), so a change comes at most
+#: one probe step late.
+ROTATION = {"bssl": (10000, "key_rotation_s"), "rustls-tickets": (1000, "key_rotation_s")}
+
+
+@pytest.mark.slow
+@needs_root()
+@pytest.mark.parametrize("label", sorted(ROTATION))
+def test_key_rotation_under_faketime(db, zoo2, label):
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from testbed import zoo2 as z
+
+    h = zoo2.get(label)
+    if h is None or not h["installed"] or not shutil.which("faketime"):
+        pytest.skip(f"{label} or faketime not installed")
+    speed, fact = ROTATION[label]
+    period = h["facts"][fact]["value"]
+    port = 9443
+    d = z._dir() / label.split("-")[0]
+    if label == "bssl":
+        server = [shutil.which("bssl-tool"), "server", "-accept", str(port), "-loop", "-www",
+                  "-cert", str(d / "cert.pem"), "-key", str(d / "key.pem")]
+    else:
+        server = [str(z.RUST_BIN), str(d / "cert.pem"), str(d / "key.pem"), "--tickets",
+                  *[f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in h["addresses"]]]
+    p = subprocess.Popen(["ip", "netns", "exec", h["namespace"], "faketime", "-f", f"+0 x{speed}", *server],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    rounds, interval = 30, 1.5
+    try:
+        time.sleep(1.0)
+        p2 = run_cli("testbed", "zoo2", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
+                     "tls", "--tls", "1.2", "--port", str(port), "--target",   # resumption checks: >= 2 tickets
+                     f"{h['hostname']}={h['addresses'][0]}", "--repeat", str(rounds), "--interval", str(interval),
+                     "--json", dsn=db.dsn, timeout=150)
+        assert p2.returncode == 0, p2.stderr[-2000:]
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=5)
+    with db.connect() as conn:
+        rows = conn.execute("SELECT extract(epoch FROM observed_at)::float8, key_name FROM tls_handshake"
+                            " WHERE hostname = %s AND status = 'success' ORDER BY 1", (h["hostname"],)).fetchall()
+    assert len(rows) >= rounds - 1, rows
+    changes = [rows[i][0] for i in range(1, len(rows)) if rows[i][1] != rows[i - 1][1]]
+    assert changes, rows
+    for a, b in zip(changes, changes[1:]):
+        assert period / speed - 1 <= b - a <= period / speed + interval + 1.5, (changes, period / speed)
