@@ -233,7 +233,13 @@ def _documented() -> dict:
         from testbed.zoo import HOSTS, _FACTS
     except ImportError:
         return {}
-    return {h.hostname: _FACTS[h.label] for h in HOSTS}
+    out = {h.hostname: _FACTS[h.label] for h in HOSTS}
+    try:  # TLS zoo 2 (H2O, BoringSSL, rustls: testbed/zoo2_facts.py)
+        from testbed.zoo2 import documented
+    except ImportError:
+        return out
+    out.update(documented())
+    return out
 
 
 def _as_text(v) -> str | None:

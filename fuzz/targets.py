@@ -123,6 +123,14 @@ def tls_ticket_layout(data: bytes) -> None:
     _check(all(k is None or len(k) == lay.key_id_len for k in ids), "key id of the wrong length")
     if lay.basis >= 2 and lay.family in ("openssl", "rustls", "jsse"):
         _check(len(ids) < len(nonempty), "a key id inferred from a prefix that no two tickets share")
+    # TLS 1.3 ticket_nonce lengths (issue 24, zoo 2): boringssl iff openssl-shaped with all
+    # known nonces 1 byte; the nonces change nothing else
+    nonces = [(None, 1, 8, 32)[t[-1] % 4] if t else None for t in tickets]
+    lay_n = wire.infer_layout(tickets, nonces)
+    known = [n for n in nonces if n is not None]
+    want = "boringssl" if lay.family == "openssl" and known and all(n == 1 for n in known) else lay.family
+    _check(lay_n.family == want and lay_n.basis == lay.basis and lay_n.key_id_len == lay.key_id_len,
+           f"nonce rule {lay} -> {lay_n} ({nonces})")
 
 
 def quic_token_layout(data: bytes) -> None:

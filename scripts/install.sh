@@ -32,6 +32,7 @@ APT_PACKAGES=(
   testssl.sh  # issue 24: a further second opinion on TLS resumption (scan tls-second-opinion --client testssl)
   bind9 gdnsd nsd pdns-server pdns-backend-bind  # issue 24: the DNS zoo's authoritative servers (testbed zoo-dns; kdig from knot-dnsutils is the second opinion)
   ngtcp2-server ngtcp2-client  # issue 24: the QUIC zoo's ngtcp2 server (gtlsserver) and its client as a second opinion
+  h2o android-boringssl  # issue 24: TLS zoo 2 (testbed zoo2: H2O, BoringSSL's bssl-tool server)
 )
 
 if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
@@ -45,7 +46,7 @@ if [ "${NETSURVEY_SKIP_APT:-0}" != 1 ]; then
     apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts these daemons on install; the testbed runs its own instances.
-    for svc in nginx knot unbound lighttpd haproxy named bind9 gdnsd nsd pdns; do
+    for svc in nginx knot unbound lighttpd haproxy h2o named bind9 gdnsd nsd pdns; do
       systemctl disable --now "$svc" >/dev/null 2>&1 || true
       pkill -x "$svc" >/dev/null 2>&1 || true
     done
@@ -111,7 +112,8 @@ if [ ! -x "$HOME/.cargo/bin/geckodriver" ] && [ -x "$CARGO_BIN" ]; then
   "$CARGO_BIN" install -q --locked geckodriver >/dev/null 2>&1 || echo "install: geckodriver build failed (Firefox probes unavailable)"
 fi
 
-# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s).
+# issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s) and TLS zoo 2's
+# rustls server (crates.io, Cargo.lock pinned, ~70 s once on 2 cores).
 scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"
 # issue 24: the QUIC zoo's quic-go example server (Go module proxy, ~40 s once).
 scripts/build_zoo_quic.sh >/dev/null || echo "install: zoo-quicgo build failed (the quic-go zoo host will be missing)"

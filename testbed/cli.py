@@ -242,6 +242,34 @@ def zoo_quic_exec(cmd: List[str] = typer.Argument(..., help="Command to run in t
     os.execvpe(argv[0], argv, dict(os.environ))
 
 
+zoo2_app = typer.Typer(no_args_is_help=True, help="TLS zoo 2: H2O, BoringSSL, rustls in a testbed of their own.")
+testbed_app.add_typer(zoo2_app, name="zoo2")
+
+
+@zoo2_app.command("up")
+def zoo2_up() -> None:
+    """Create the zoo2 testbed's namespaces and servers (idempotent)."""
+    from .zoo2_cli import up_cmd
+
+    up_cmd(err)
+
+
+@zoo2_app.command("down")
+def zoo2_down() -> None:
+    """Stop the zoo2 testbed and remove its namespaces (the shared testbed is untouched)."""
+    from .zoo2_cli import down_cmd
+
+    down_cmd(err)
+
+
+@zoo2_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def zoo2_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the zoo2 vantage namespace.")) -> None:
+    """Run CMD in the zoo2 testbed's vantage namespace with the testbed CA trusted."""
+    from .zoo2_cli import exec_cmd
+
+    exec_cmd(cmd)
+
+
 @testbed_app.command("down")
 def down_cmd() -> None:
     """Stop every process and remove every namespace the testbed made."""

@@ -369,6 +369,8 @@ class Testbed:
         truth["timing"] = timing.status(cfg)
         from . import zoo_dns  # the DNS zoo (issue 24), a testbed of its own
         truth["zoo_dns"] = zoo_dns.status()
+        from . import zoo2  # TLS zoo 2 (issue 24): a testbed of its own
+        truth["zoo2"] = zoo2.status()
         try:  # hostile hosts (issue 12)
             from .hostile import NAMESPACE as _HNS, hostile_ground_truth
             if any(n.name == _HNS for n in cfg.namespaces):
@@ -418,6 +420,8 @@ def down(log=print) -> dict:
         timing.down(log=lambda *_: None)
         zoo_dns.down(log=lambda *_: None)
         zoo_quic.down(log=lambda *_: None)
+        from . import zoo2  # TLS zoo 2 (issue 24)
+        zoo2.down(log=lambda *_: None)
         return _down(log)
 
 

@@ -114,6 +114,7 @@ def test_timeout_and_reset_are_classified(tmp_path):
 def test_bad_input_is_one_line_exit_2(db):
     for args in (["scan", "tls", "--target", "a.test", "--tls", "1.4"],
                  ["scan", "tls"],
+                 ["scan", "tls", "--target", "a.test", "--tls13-request", "POST"],
                  ["scan", "tls-lifetime", "--target", "a.test", "--max-age", "5", "--step", "10"],
                  ["scan", "tls-shared", "--target", "a.test", "--shard", "3/2"]):
         p = run_cli(*args, dsn=db.dsn)

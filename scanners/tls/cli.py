@@ -84,6 +84,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         no_check_resumption: bool = typer.Option(False, "--no-check-resumption",
                                                  help="Only the initial handshake (no immediate ID/ticket resumption)."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
+        tls13_request: str = typer.Option("HEAD", "--tls13-request", help="Request that collects TLS 1.3 tickets: HEAD or GET (BoringSSL sends its tickets only with a server write)."),
         concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
         repeat: int = typer.Option(1, "--repeat", help="Rounds (one scan_run each), for key_name rotation (Fig 4.10)."),
         interval: float = typer.Option(0.0, "--interval", help="Seconds between round starts with --repeat."),
@@ -100,8 +101,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or not 0 <= interval < float("inf"):
             raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
         hosts = _hosts(list_name, top, target)
+        if tls13_request not in ("HEAD", "GET"):
+            raise UsageError("--tls13-request must be HEAD or GET")
         opts = TlsOptions(versions=versions, port=port, timeout=timeout, deadline=deadline, verify=not no_verify,
-                          check_resumption=not no_check_resumption, ipv6=ipv6)
+                          check_resumption=not no_check_resumption, ipv6=ipv6, tls13_request=tls13_request)
         runs = []
         for i in range(repeat):
             t0 = time.monotonic()

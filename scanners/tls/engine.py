@@ -82,7 +82,8 @@ def default_deadline(timeout: float) -> float:
 def _ticket_info(t) -> TicketInfo:
     return TicketInfo(lifetime=t.lifetime, length=len(t.ticket), key_name=key_name(t.ticket),
                       format=ticket_format(t.ticket), max_early_data=t.max_early_data, ticket=t.ticket,
-                      family=ticket_layout(t.ticket).family)
+                      family=ticket_layout(t.ticket).family,
+                      nonce_len=len(t.nonce) if t.nonce is not None else None)
 
 
 #: Handshake.error prefix of a certificate that failed verification.
@@ -122,9 +123,11 @@ def _user_agent() -> str:
 
 async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLContext, *, timeout: float,
                     session: Optional[ssl.SSLSession] = None, keylog: Optional[KeyLog] = None,
-                    read_tickets: bool = True, deadline: Optional[float] = None) -> Handshake:
+                    read_tickets: bool = True, deadline: Optional[float] = None,
+                    request: str = "HEAD") -> Handshake:
     """One TLS handshake with ``address``:``port`` presenting SNI ``sni`` (and ``session`` to
-    resume). For TLS 1.3 with ``read_tickets`` it sends ``HEAD / HTTP/1.1`` and reads the
+    resume). For TLS 1.3 with ``read_tickets`` it sends ``HEAD / HTTP/1.1`` (``request``:
+    HEAD or GET) and reads the
     reply, so the server's post-handshake NewSessionTickets arrive before the session is
     taken. ``timeout`` bounds the connect and each read (seconds); ``deadline`` bounds the
     whole exchange from connect to the end of the ticket read (seconds; default
@@ -222,7 +225,7 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
         tls13 = obj.version() == "TLSv1.3"
         if tls13 and read_tickets:
             host = sni or address
-            obj.write(f"HEAD / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {_user_agent()}\r\n"
+            obj.write(f"{'GET' if request == 'GET' else 'HEAD'} / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {_user_agent()}\r\n"
                       "Connection: close\r\n\r\n".encode("utf-8", "replace"))
             plain = bytearray()
             try:

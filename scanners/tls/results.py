@@ -26,6 +26,10 @@ class TlsOptions:
     :ivar check_resumption: after the initial handshake, try once to resume by session ID
         (TLS 1.2, tickets disabled) and by ticket, immediately (classifies support).
     :ivar ipv6: also probe the target's IPv6 addresses.
+    :ivar tls13_request: the request sent after a TLS 1.3 handshake to collect the
+        post-handshake tickets: ``HEAD`` (default) or ``GET``. BoringSSL sends its tickets
+        only with the server's next write (ssl/tls13_server.cc do_send_new_session_ticket), so
+        a server that answers HEAD with nothing (``bssl server -www``) shows them only to GET.
     """
 
     versions: tuple[str, ...] = VERSIONS
@@ -35,6 +39,7 @@ class TlsOptions:
     verify: bool = True
     check_resumption: bool = True
     ipv6: bool = True
+    tls13_request: str = "HEAD"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class TicketInfo:
         the probe's verdict over all its tickets is HandshakeObservation.layout.
     :ivar max_early_data: TLS 1.3 early_data extension's max_early_data_size, bytes (None if absent).
     :ivar ticket: the ticket bytes.
+    :ivar nonce_len: TLS 1.3 ticket_nonce length, bytes (None for TLS 1.2): BoringSSL's is 1
+        (wire.infer_layout tells its openssl-shaped tickets apart by it).
     """
 
     lifetime: int
@@ -59,6 +66,7 @@ class TicketInfo:
     max_early_data: Optional[int]
     ticket: bytes
     family: str = "unknown"
+    nonce_len: Optional[int] = None
 
 
 @dataclass(frozen=True)

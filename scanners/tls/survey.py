@@ -3,6 +3,7 @@ handshake recording session ID, tickets (bytes, key_name, lifetime), certificate
 and optionally immediate resumption checks by ID and by ticket."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import ipaddress
 from typing import Iterable, Optional
@@ -14,7 +15,7 @@ from netsurvey.writer import ResultWriter
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
 from .results import HandshakeObservation, TlsOptions, TlsSurveyResult
 from .tls13 import KeyLog
-from .wire import infer_layout, key_id, ticket_layout
+from .wire import TicketLayout, infer_layout, key_id, ticket_layout
 
 
 class TlsScanner(Scanner):
@@ -33,7 +34,7 @@ class TlsScanner(Scanner):
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         box = [True]  # the run path paced this target's first connection
-        obs = [await self._probe_version(target, v, box) for v in self.options.versions]
+        obs = _same_key_family([await self._probe_version(target, v, box) for v in self.options.versions])
         best = next((o for o in obs if o.status == ScanStatus.SUCCESS.value), obs[0])
         return ScanOutcome(target, ScanStatus(best.status), TlsSurveyResult(tuple(obs)), best.error)
 
@@ -57,6 +58,7 @@ class TlsScanner(Scanner):
         id_resumed = ticket_resumed = None
         note = h.session_error      # success, but resumption cannot be tried: say why
         seen = [ti.ticket for ti in h.tickets]       # every ticket of this probe, for the layout
+        nonces = [ti.nonce_len for ti in h.tickets]  # TLS 1.3 ticket_nonce lengths (boringssl: 1)
         if o.check_resumption and note is None:
             if h.tickets and h.session is not None:
                 r = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, session=h.session,
@@ -65,26 +67,29 @@ class TlsScanner(Scanner):
                 # 'refused' (issue 24: JSSE's stalled connections read as 'no resumption')
                 ticket_resumed = r.resumed if r.ok else None
                 seen += [ti.ticket for ti in r.tickets] if r.ok else []
+                nonces += [ti.nonce_len for ti in r.tickets] if r.ok else []
             if h.tickets and len(seen) < 2:
                 # One ticket cannot tell a key name from a random IV (wire.infer_layout):
                 # one more fresh handshake gives a second ticket under the same key.
                 x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
                                     keylog=self.keylog, deadline=o.deadline)
                 seen += [ti.ticket for ti in x.tickets] if x.ok else []
-            lay = infer_layout(seen)
+                nonces += [ti.nonce_len for ti in x.tickets] if x.ok else []
+            lay = infer_layout(seen, nonces)
             if lay is not None and len(seen) == 2 and lay.key_id_len == 0 and all(ticket_layout(s).family == "openssl" for s in seen):
                 # CBC-shaped tickets that differ from byte 0: a Go random IV, or an OpenSSL
                 # key rotated between the two. A third ticket tells (the pair rule).
                 x = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout,
                                     keylog=self.keylog, deadline=o.deadline)
                 seen += [ti.ticket for ti in x.tickets] if x.ok else []
+                nonces += [ti.nonce_len for ti in x.tickets] if x.ok else []
             if version == "1.2":
                 id_resumed, id_len = await self._check_id(t, version, box, verify)
                 if id_len is not None:
                     sid_len = id_len
         return HandshakeObservation(
             version, h.status.value, note, h.negotiated, h.cipher, sid_len, tuple(h.tickets), fp, issuer, sans,
-            id_resumed, ticket_resumed, h.handshake_ms, verified, cert_error, infer_layout(seen), tuple(seen))
+            id_resumed, ticket_resumed, h.handshake_ms, verified, cert_error, infer_layout(seen, nonces), tuple(seen))
 
     async def _check_id(self, t: ScanTarget, version: str, box: list,
                         verify: bool) -> tuple[Optional[bool], Optional[int]]:
@@ -106,6 +111,7 @@ class TlsScanner(Scanner):
     async def _paced(self, box: list, address: str, *args, **kwargs):
         """One handshake; every connection after a target's first waits for the run's
         limiter too (the etiquette's rates count connections, not targets)."""
+        kwargs.setdefault("request", self.options.tls13_request)
         if box[0]:
             box[0] = False
         else:
@@ -114,6 +120,26 @@ class TlsScanner(Scanner):
 
     def close(self) -> None:
         self.keylog.close()
+
+
+def _same_key_family(obs: list[HandshakeObservation]) -> list[HandshakeObservation]:
+    """A TLS 1.2 probe carries no ticket_nonce, so BoringSSL's openssl-shaped TLS 1.2 tickets
+    read ``openssl``. Where such a probe's key id equals the key id of a ticket of the same
+    target's ``boringssl`` probe (BoringSSL keeps one ticket key per SSL_CTX for both
+    versions: ssl/ssl_session.cc ssl_ctx_rotate_ticket_encryption_key), it is the same
+    ticketer: relabelled ``boringssl``."""
+    bkeys = {key_id(t, o.layout) for o in obs if o.layout is not None and o.layout.family == "boringssl"
+             for t in o.layout_tickets}
+    bkeys.discard(None)
+    if not bkeys:
+        return obs
+    out = []
+    for o in obs:
+        if o.layout is not None and o.layout.family == "openssl" and \
+                any(key_id(t, o.layout) in bkeys for t in o.layout_tickets):
+            o = dataclasses.replace(o, layout=TicketLayout("boringssl", o.layout.key_id_len, o.layout.basis))
+        out.append(o)
+    return out
 
 
 # ---------------------------------------------------------------------------- targets

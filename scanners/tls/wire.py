@@ -162,6 +162,16 @@ def ticket_format(ticket: bytes) -> str:
 #          with the aws-lc-rs provider (rustls/src/crypto/aws_lc_rs/ticketer.rs
 #          Rfc5077Ticketer::encrypt: key_name[16] iv[16] AES-256-CBC mac[32]) are the same
 #          layout and cannot be told apart from OpenSSL by their tickets.
+#          H2O (2.2, src/ssl.c ticket_key_callback(): its own rotating keys handed to
+#          OpenSSL's ticket-key callback, name[16], AES-256-CBC, HMAC-SHA256) is this layout.
+# boringssl BoringSSL ssl/ssl_session.cc ssl_encrypt_ticket_with_cipher_ctx(): key_name[16]
+#          iv[16] AES-128-CBC HMAC-SHA256[32] - the openssl layout, byte for byte in shape.
+#          What tells it apart is the TLS 1.3 NewSessionTicket around it: BoringSSL's
+#          ticket_nonce is ONE byte (ssl/tls13_server.cc add_new_session_tickets(): nonce[] =
+#          {i}), OpenSSL's is 8 (ssl/statem/statem_srvr.c TICKET_NONCE_SIZE 8), rustls's 32. So the
+#          family is boringssl where the openssl-shaped tickets came with 1-byte nonces; a
+#          TLS 1.2 probe has no nonce and reads openssl (the survey relabels it when its key
+#          name equals one of the same target's boringssl TLS 1.3 tickets: one ticket key).
 # gnutls   key_name[16] IV[16] uint16 length AES-256-CBC(state, zero-padded)[16k]
 #          HMAC-SHA1[20]. GnuTLS lib/ext/session_ticket.c _gnutls_encrypt_session_ticket()
 #          and pack_ticket(); sizes in lib/gnutls_int.h (TICKET_KEY_NAME_SIZE 16,
@@ -194,7 +204,9 @@ RUSTLS_RING_MIN_BYTES = KEY_NAME_BYTES + 12 + 16 + 1
 
 #: family -> key id length in bytes (0: the layout has no key id).
 FAMILY_KEY_ID_BYTES = {"openssl": 16, "gnutls": 16, "rfc5077": 16, "rustls": 16, "jsse": 4, "go": 0,
-                       "unknown": 0}
+                       "boringssl": 16, "unknown": 0}
+#: TLS 1.3 ticket_nonce length of BoringSSL's NewSessionTicket (see the table above).
+BORINGSSL_NONCE_BYTES = 1
 FAMILIES = tuple(FAMILY_KEY_ID_BYTES)
 
 
@@ -250,7 +262,7 @@ def _common_prefix(tickets: list[bytes]) -> int:
     return best
 
 
-def infer_layout(tickets) -> Optional[TicketLayout]:
+def infer_layout(tickets, nonce_lens=()) -> Optional[TicketLayout]:
     """The layout of a server's tickets from all tickets one probe received (same server,
     same moment, so mostly the same ticket key). None without tickets. With one ticket, the
     structure decides (``ticket_layout``). With two or more, the longest prefix two of
@@ -259,7 +271,16 @@ def infer_layout(tickets) -> Optional[TicketLayout]:
     rustls when not CBC-shaped), 4..15 = JSSE's 4-byte key id, < 4 = a random IV first
     (go, if long enough; else unknown). The length-carrying layouts (gnutls, rfc5077) are
     kept whatever the prefix (a key change between the two tickets does not change the
-    layout)."""
+    layout). ``nonce_lens``: the TLS 1.3 ticket_nonce lengths of those tickets (empty for
+    TLS 1.2): an openssl-shaped layout whose nonces are all 1 byte is ``boringssl``."""
+    lay = _infer_layout(tickets)
+    nl = [n for n in nonce_lens if n is not None]
+    if lay is not None and lay.family == "openssl" and nl and all(n == BORINGSSL_NONCE_BYTES for n in nl):
+        return TicketLayout("boringssl", FAMILY_KEY_ID_BYTES["boringssl"], lay.basis)
+    return lay
+
+
+def _infer_layout(tickets) -> Optional[TicketLayout]:
     tickets = [bytes(t) for t in tickets if t]
     if not tickets:
         return None
