@@ -124,9 +124,11 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def sample_rss(proc: subprocess.Popen, series: list) -> None:
-    """Every second: VmRSS (MiB) of the scanning python process below ``proc``."""
+def sample_rss(proc: subprocess.Popen, series: list, live: Path | None = None) -> None:
+    """Every second: VmRSS (MiB) of the scanning python process below ``proc``; appended to
+    ``live`` as it comes too (a run cut short still shows its memory over time)."""
     t0 = time.monotonic()
+    f = live.open("w") if live else None
     while proc.poll() is None:
         for pid in _descendants(proc.pid):
             try:
@@ -138,6 +140,9 @@ def sample_rss(proc: subprocess.Popen, series: list) -> None:
                 m = re.search(r"VmRSS:\s+(\d+) kB", status)
                 if m:
                     series.append((round(time.monotonic() - t0, 1), round(int(m.group(1)) / 1024, 1)))
+                    if f:
+                        f.write(json.dumps(series[-1]) + "\n")
+                        f.flush()
                 break
         time.sleep(1.0)
 
@@ -167,13 +172,15 @@ def run_size(n: int, a, work: Path) -> dict:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env=dict(os.environ, NETSURVEY_IN_TESTBED="1", PYTHONPATH=str(REPO)))
     series: list = []
-    sampler = threading.Thread(target=sample_rss, args=(proc, series), daemon=True)
+    sampler = threading.Thread(target=sample_rss, args=(proc, series, a.out / f"rss-{n}.live.jsonl"), daemon=True)
     sampler.start()
     stdout, stderr = proc.communicate()
     sampler.join()
     p = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.monotonic() - t0
     stop(sniff)
+    tail = [l for l in sniff.stdout.read().splitlines() if l.startswith("{")]
+    sniffed = json.loads(tail[-1]) if tail else {}     # {"packets", "kernel_drops"}: 0 drops = complete
     if p.returncode != 0:
         raise SystemExit(f"scan failed ({p.returncode}): {p.stderr[-1500:]}")
     summary = json.loads(p.stdout.strip().splitlines()[-1])
@@ -199,7 +206,7 @@ def run_size(n: int, a, work: Path) -> dict:
             "rounds_max": summary.get("rounds_max"), "sessions_peak": summary.get("sessions_peak"),
             "sessions_peak_per_target": summary.get("sessions_peak_per_target"),
             "server_connections": sum(len(v) for v in per.values()),
-            "server_max_conn_per_address_per_s": worst, "worst_address": worst_addr, "pdp_limit": a.pdp,
+            "server_max_conn_per_address_per_s": worst, "sniffer_kernel_drops": sniffed.get("kernel_drops"), "worst_address": worst_addr, "pdp_limit": a.pdp,
             "command_wall_s": round(wall, 1), **time_v(p.stderr),
             "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
             if series else [], "rss_series": series}
@@ -224,6 +231,7 @@ def measured(run_ids: list[int], a) -> dict:
 
 
 def main() -> int:
+    global PORT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="200,1000", help="sizes (comma-separated)")
     ap.add_argument("--factor", type=float, default=1440, help="time compression: 24 h / F, 5 min / F")
@@ -238,7 +246,10 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10000, help="global limit, connections/s")
     ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
     ap.add_argument("--out", type=Path, default=REPO / "out" / "lifetime")
+    ap.add_argument("--port", type=int, default=PORT, help="the temporary nginx's TCP port in nstb-scale "
+                    "(bench/scale.py's TLS server uses 8443: give another to run both at once)")
     a = ap.parse_args()
+    PORT = a.port
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="lt-rehearsal-") as d:
@@ -259,7 +270,7 @@ def main() -> int:
         r["chains"], r["chains_bracketing_lifetime"] = total, good
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
     cols = ["hosts", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
-            "rounds_max", "server_max_conn_per_address_per_s", "pdp_limit", "chains", "chains_bracketing_lifetime",
+            "rounds_max", "server_max_conn_per_address_per_s", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
             "wall_s", "cpu_s", "peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in results]
