@@ -1,12 +1,25 @@
 """Whole-command scale bench (issue 26): import a Tranco-format list, scan, store, draw the
-thesis figure, for ``scan dns-ttl`` (Fig 2.5) and ``scan tfo`` (Table 3.1) at several list
-sizes, with wall time, CPU, peak RSS, database growth, cost per target and the slope
-between sizes; writes a markdown table, a CSV and a log-log plot.
+thesis figure, for ``scan dns-ttl`` (Fig 2.5), ``scan tfo`` (Table 3.1), ``scan tls``
+(Fig 4.5) and ``scan quic`` (quic-tracking table) at several list sizes, with wall time,
+CPU, peak RSS, database growth, cost per target and the slope between sizes; writes a
+markdown table, a CSV and a log-log plot.
 
-    python3 bench/scale.py [--sizes 10000,100000] [--measurements dns,tfo]
-                           [--names-per-address 16] [--out out/scale] [--dsn DSN]
-    python3 bench/scale.py --sizes 1000000            # the 1M point (documented command)
+    python3 bench/scale.py            # dns, tfo at 10K, 100K, 1M; tls, quic at 10K, 100K
+    python3 bench/scale.py --sizes 10000,100000 --measurements tls,quic [--tls-args '--tls 1.3']
+    python3 bench/scale.py --sizes 1000000 --measurements dns --nice 5 --append
     python3 bench/scale.py --list-only 1000000 > tranco-scale.csv   # just the list
+
+Outputs (``--out``, default ``out/scale/`` of the checkout; ``out/`` is not versioned):
+``scale.md`` (the table), ``scale.csv`` (the same, plus the scan's counts) and
+``scale.png`` (log-log: seconds and peak RSS over targets), rewritten after every
+measured point; ``--append`` merges into an existing ``scale.csv`` (a size measured again
+replaces its row), so the points can be taken in several invocations. Columns:
+``cpu_s`` / ``wall_s`` / ``peak_rss_mb`` of import + scan + figure, ``scan_cpu_s`` and
+``scan_rss_mb`` of the scan alone, ``cpu_us_per_target``, ``db_bytes_per_target``,
+``slope_*`` (log-log slope from the previous size: 1 = linear) and the issue's bounds
+against the smallest size: ``cpu_per_target_ratio`` (within 0.8 - 1.2) and
+``scan_rss_ratio`` (flat). CPU seconds are the primary figure on a shared machine: wall
+time there depends on the other users' load.
 
 The testbed Internet it runs against (root, testbed up; nothing leaves the namespaces):
 - names ``n<i>.b<j>.scale.test`` in a Tranco-format list (``rank,domain``) from
@@ -16,18 +29,31 @@ The testbed Internet it runs against (root, testbed up; nothing leaves the names
   address), as on a CDN. Every 50th bucket has no record (NXDOMAIN), TTLs vary per bucket
   (60 ... 86400 s).
 - a temporary knot (authoritative for ``scale.test``, wildcards ``*.b<j>.scale.test``) on
-  198.19.255.53 inside ``nstb-scale``, started and stopped by this script; the scans ask
-  it directly (``--nameserver``), so nothing of the shared testbed is changed.
+  ``--dns-addr`` (198.19.255.53) inside ``nstb-scale``, started and stopped by this script;
+  ``scan dns-ttl`` / ``scan tfo`` ask it directly (``--nameserver``); ``scan tls`` / ``scan
+  quic`` resolve through the system resolver, so they run in a private mount namespace of
+  the vantage whose /etc/resolv.conf names the knot. Nothing of the shared testbed changes.
+  The knot stands for the Internet's many authoritative servers, so it is listed in
+  ``own_servers`` (exempt from the per-destination limit; one real nameserver would not
+  get a whole list's queries).
+- ``scan tls``: a temporary nginx (1 worker; bench/lifetime_rehearsal.py's) on TCP :8443 of
+  every address of the /16, certificate of short.example.test (every scale.test name fails
+  verification: recorded, as the default scan does), tickets and a session cache.
+- ``scan quic``: a temporary testbed/quic_server.py (aioquic; NEW_TOKEN tokens, tickets) on
+  UDP :443 of every bucket address of the largest QUIC size, one socket each (a wildcard
+  UDP socket would answer from another source address), log to /dev/null.
 - the campaign etiquette of docs/campaign.md: a config allowing everything
   (``0.0.0.0/0``, ``::/0``: the reserved ranges stay blocked, the testbed's benchmarking
   range is explicitly allowed) with a blocklist file (one bucket blocked) and
-  ``per_destination_pps`` (default 2, the guide's value). Where a scanner honours the
-  per-destination limit it bites here: ``--names-per-address`` names share each address.
+  ``per_destination_pps`` (default 2, the guide's value). It bites here:
+  ``--names-per-address`` names share each address (run_scan interleaves targets by
+  address, netsurvey/spread.py, so the workers do not queue behind one address).
 
 Per size and measurement, each step runs under ``/usr/bin/time -v`` (scans inside the
 testbed's vantage): ``targets import``, ``scan ...``, ``plot ...``; the database size
-(pg_database_size) is read before and after. Numbers taken on a shared machine are noisy:
-say so when quoting them.
+(pg_database_size) is read before and after. Every temporary server is stopped at the end
+(also on Ctrl-C or SIGTERM). Numbers taken on a shared machine are noisy: say so when
+quoting them.
 """
 from __future__ import annotations
 
