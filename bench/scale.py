@@ -8,6 +8,7 @@ markdown table, a CSV and a log-log plot.
     python3 bench/scale.py --sizes 10000,100000 --measurements tls,quic [--tls-args '--tls 1.3']
     python3 bench/scale.py --sizes 1000000 --measurements dns --nice 5 --append
     python3 bench/scale.py --list-only 1000000 > tranco-scale.csv   # just the list
+    python3 bench/scale.py --from-csv a/scale.csv,b/scale.csv       # one table from several runs
 
 Outputs (``--out``, default ``out/scale/`` of the checkout; ``out/`` is not versioned):
 ``scale.md`` (the table), ``scale.csv`` (the same, plus the scan's counts) and
@@ -15,7 +16,8 @@ Outputs (``--out``, default ``out/scale/`` of the checkout; ``out/`` is not vers
 measured point; ``--append`` merges into an existing ``scale.csv`` (a size measured again
 replaces its row), so the points can be taken in several invocations. Columns:
 ``cpu_s`` / ``wall_s`` / ``peak_rss_mb`` of import + scan + figure, ``scan_cpu_s`` and
-``scan_rss_mb`` of the scan alone, ``cpu_us_per_target``, ``db_bytes_per_target``,
+``scan_rss_mb`` of the scan alone, ``cpu_us_per_target`` (whole command: at 10K the
+fixed start-up of three commands and matplotlib weigh in), ``scan_cpu_us_per_target``, ``db_bytes_per_target``,
 ``slope_*`` (log-log slope from the previous size: 1 = linear) and the issue's bounds
 against the smallest size: ``cpu_per_target_ratio`` (within 0.8 - 1.2) and
 ``scan_rss_ratio`` (flat). CPU seconds are the primary figure on a shared machine: wall
@@ -317,6 +319,8 @@ def slopes(rows: list[dict]) -> None:
         # the bounds, against the smallest size: cost per target within 20 %, RSS flat
         r["cpu_per_target_ratio"] = round(r["cpu_us_per_target"] / f0["cpu_us_per_target"], 3)
         r["scan_rss_ratio"] = round(r["scan_rss_mb"] / f0["scan_rss_mb"], 3)
+        r["scan_cpu_us_per_target"] = round(r["scan_cpu_s"] / r["targets"] * 1e6, 1)
+        r["scan_cpu_per_target_ratio"] = round(r["scan_cpu_s"] / r["targets"] / (f0["scan_cpu_s"] / f0["targets"]), 3)
         r["slope_wall"] = r["slope_cpu"] = ""
         if p is not None:
             f = math.log(r["targets"] / p["targets"])
@@ -329,7 +333,8 @@ def write_outputs(rows: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cols = ["measurement", "targets", "addresses", "wall_s", "cpu_s", "peak_rss_mb", "db_growth_mb",
             "wall_us_per_target", "cpu_us_per_target", "db_bytes_per_target", "slope_wall", "slope_cpu",
-            "cpu_per_target_ratio", "scan_rss_ratio", "scan_cpu_s",
+            "cpu_per_target_ratio", "scan_cpu_s", "scan_cpu_us_per_target", "scan_cpu_per_target_ratio",
+            "scan_rss_ratio",
             "import_wall_s", "scan_wall_s", "plot_wall_s", "scan_rss_mb", "run_id"]
     with (out / "scale.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols + ["counts"], extrasaction="ignore")
@@ -395,9 +400,20 @@ def main() -> int:
     ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
     ap.add_argument("--out", type=Path, default=REPO / "out" / "scale")
     ap.add_argument("--list-only", type=int, metavar="N", help="print the N-line Tranco-format list and exit")
+    ap.add_argument("--from-csv", metavar="CSV,...", help="measure nothing: merge these scale.csv files (later "
+                    "ones win) into --out's table and plot")
     a = ap.parse_args()
     if a.list_only:
         sys.stdout.writelines(tranco_lines(a.list_only, a.names_per_address))
+        return 0
+    if a.from_csv:
+        rows = []
+        for f in a.from_csv.split(","):
+            for r in load_rows(Path(f)):
+                rows = merge(rows, r)
+        slopes(rows)
+        write_outputs(rows, a.out)
+        print((a.out / "scale.md").read_text())
         return 0
     if not a.dns_addr.startswith("198.19.255."):
         print("scale.py: --dns-addr must be in 198.19.255.0/24", file=sys.stderr)
