@@ -174,16 +174,37 @@ def run_size(n: int, a, work: Path) -> dict:
     series: list = []
     sampler = threading.Thread(target=sample_rss, args=(proc, series, a.out / f"rss-{n}.live.jsonl"), daemon=True)
     sampler.start()
-    stdout, stderr = proc.communicate()
+    cut = False
+    try:
+        stdout, stderr = proc.communicate(timeout=a.time_limit_s or None)
+    except subprocess.TimeoutExpired:
+        # stopped like an operator would (SIGINT to the scanning process: the run ends
+        # 'failed' and can be continued with --resume); what it did so far is analysed
+        cut = True
+        for pid in _descendants(proc.pid):
+            try:
+                if b"tls-lifetime" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
+                        not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/usr/bin/time"):
+                    os.kill(pid, signal.SIGINT)
+            except OSError:
+                pass
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
     sampler.join()
     p = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.monotonic() - t0
     stop(sniff)
     tail = [l for l in sniff.stdout.read().splitlines() if l.startswith("{")]
     sniffed = json.loads(tail[-1]) if tail else {}     # {"packets", "kernel_drops"}: 0 drops = complete
-    if p.returncode != 0:
+    if p.returncode != 0 and not cut:
         raise SystemExit(f"scan failed ({p.returncode}): {p.stderr[-1500:]}")
-    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    if cut:
+        summary = run_counts(a)
+    else:
+        summary = json.loads(p.stdout.strip().splitlines()[-1])
     per = defaultdict(list)
     for line in pkts.read_text().splitlines():
         r = json.loads(line)
@@ -199,7 +220,7 @@ def run_size(n: int, a, work: Path) -> dict:
             if i - j + 1 > worst:
                 worst, worst_addr = i - j + 1, addr
     pkts.unlink()
-    return {"hosts": n, "addresses": len({x for _, x in tg}), "names_per_address": a.names_per_address,
+    return {"hosts": n, "cut_at_s": a.time_limit_s if cut else None, "addresses": len({x for _, x in tg}), "names_per_address": a.names_per_address,
             "factor": a.factor, "max_age_s": max_age, "step_s": step, "server_lifetime_s": a.lifetime_s,
             "thesis_equivalent_lifetime_h": round(a.lifetime_s * a.factor / 3600, 2),
             "run_id": summary["run_id"], "attempts": summary["attempts"], "slots": summary.get("slots"),
@@ -210,6 +231,18 @@ def run_size(n: int, a, work: Path) -> dict:
             "command_wall_s": round(wall, 1), **time_v(p.stderr),
             "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
             if series else [], "rss_series": series}
+
+
+def run_counts(a) -> dict:
+    """The newest tls-lifetime run's id and attempts, from the database (a run cut short
+    printed no summary); hosts whose chains all finished are counted as ``hosts_done``."""
+    q = ("SELECT r.id, (SELECT count(*) FROM tls_resumption x WHERE x.run_id = r.id), "
+         "(SELECT count(DISTINCT hostname) FROM tls_resumption x WHERE x.run_id = r.id) "
+         "FROM scan_run r WHERE r.kind = 'tls-lifetime' ORDER BY r.id DESC LIMIT 1")
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *(["--dsn", a.dsn] if a.dsn else []), "sql", q,
+                        "--format", "csv"], capture_output=True, text=True, cwd=REPO)
+    rid, attempts, hosts = (int(x) for x in p.stdout.strip().splitlines()[-1].split(","))
+    return {"run_id": rid, "attempts": attempts, "hosts_attempted": hosts}
 
 
 def measured(run_ids: list[int], a) -> dict:
@@ -246,6 +279,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10000, help="global limit, connections/s")
     ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
     ap.add_argument("--out", type=Path, default=REPO / "out" / "lifetime")
+    ap.add_argument("--time-limit-s", type=float, default=0, help="stop each size's scan after this long "
+                    "(SIGINT: resumable with scan tls-lifetime --resume) and analyse what it did (0 = none)")
     ap.add_argument("--port", type=int, default=PORT, help="the temporary nginx's TCP port in nstb-scale "
                     "(bench/scale.py's TLS server uses 8443: give another to run both at once)")
     a = ap.parse_args()
@@ -269,7 +304,7 @@ def main() -> int:
         total, good = ok.get(r["run_id"], (0, 0))
         r["chains"], r["chains_bracketing_lifetime"] = total, good
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
-    cols = ["hosts", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
+    cols = ["hosts", "cut_at_s", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
             "rounds_max", "server_max_conn_per_address_per_s", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
             "wall_s", "cpu_s", "peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
