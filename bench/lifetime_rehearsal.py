@@ -237,7 +237,7 @@ def run_counts(a) -> dict:
     """The newest tls-lifetime run's id and attempts, from the database (a run cut short
     printed no summary); hosts whose chains all finished are counted as ``hosts_done``."""
     q = ("SELECT r.id, (SELECT count(*) FROM tls_resumption x WHERE x.run_id = r.id), "
-         "(SELECT count(DISTINCT hostname) FROM tls_resumption x WHERE x.run_id = r.id) "
+         "(SELECT count(DISTINCT host) FROM tls_resumption x WHERE x.run_id = r.id) "
          "FROM scan_run r WHERE r.kind = 'tls-lifetime' ORDER BY r.id DESC LIMIT 1")
     p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *(["--dsn", a.dsn] if a.dsn else []), "sql", q,
                         "--format", "csv"], capture_output=True, text=True, cwd=REPO)

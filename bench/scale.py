@@ -171,6 +171,9 @@ def start_nginx(work: Path) -> subprocess.Popen:
     sys.path.insert(0, str(REPO / "bench"))
     from lifetime_rehearsal import start_nginx as _start
 
+    import lifetime_rehearsal
+
+    lifetime_rehearsal.PORT = TLS_PORT
     (work / "nginx").mkdir(exist_ok=True)
     return _start(work / "nginx", 300)
 
@@ -382,7 +385,7 @@ def merge(rows: list[dict], r: dict) -> list[dict]:
 
 
 def main() -> int:
-    global DNS_ADDR
+    global DNS_ADDR, TLS_PORT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--measurements", default="dns,tfo,tls,quic")
@@ -395,6 +398,7 @@ def main() -> int:
     ap.add_argument("--tls-args", default="", help="extra arguments of scan tls (e.g. '--tls 1.3')")
     ap.add_argument("--quic-args", default="", help="extra arguments of scan quic")
     ap.add_argument("--nice", type=int, default=0, help="run every step under nice -n N")
+    ap.add_argument("--tls-port", type=int, default=TLS_PORT, help="the temporary nginx's port (8443)")
     ap.add_argument("--dns-addr", default=DNS_ADDR, help="the temporary knot's address (198.19.255.x)")
     ap.add_argument("--append", action="store_true", help="merge into --out's scale.csv (same size replaced)")
     ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
@@ -418,7 +422,7 @@ def main() -> int:
     if not a.dns_addr.startswith("198.19.255."):
         print("scale.py: --dns-addr must be in 198.19.255.0/24", file=sys.stderr)
         return 2
-    DNS_ADDR = a.dns_addr
+    DNS_ADDR, TLS_PORT = a.dns_addr, a.tls_port
     caps = dict(CAPS if a.caps == "tls=100000,quic=100000" else
                 {k: int(v) for k, v in (x.split("=") for x in a.caps.split(",") if x)})
     sizes = [int(x) for x in a.sizes.split(",")]
