@@ -191,7 +191,11 @@ def run_size(n: int, a, work: Path) -> dict:
         try:
             stdout, stderr = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            for pid in _descendants(proc.pid) + [proc.pid]:   # the scanner holds the pipes, not time(1)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             stdout, stderr = proc.communicate()
     sampler.join()
     p = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
