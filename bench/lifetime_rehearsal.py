@@ -107,6 +107,8 @@ def time_v(stderr: str) -> dict:
     wall = get("Elapsed (wall clock) time (h:mm:ss or m:ss)")
     parts = [float(x) for x in wall.split(":")] if wall else [0]
     secs = sum(v * 60 ** i for i, v in enumerate(reversed(parts)))
+    if get("Maximum resident set size (kbytes)") is None:     # time(1) itself was killed
+        return {"peak_rss_mb": None, "wall_s": None, "cpu_s": None}
     return {"peak_rss_mb": round(int(get("Maximum resident set size (kbytes)")) / 1024, 1),
             "wall_s": round(secs, 1), "cpu_s": round(float(get("User time (seconds)")) + float(get("System time (seconds)")), 1)}
 
@@ -233,6 +235,7 @@ def run_size(n: int, a, work: Path) -> dict:
             "server_connections": sum(len(v) for v in per.values()),
             "server_max_conn_per_address_per_s": worst, "sniffer_kernel_drops": sniffed.get("kernel_drops"), "worst_address": worst_addr, "pdp_limit": a.pdp,
             "command_wall_s": round(wall, 1), **time_v(p.stderr),
+            "sampled_peak_rss_mb": max((r for _, r in series), default=None),
             "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
             if series else [], "rss_series": series}
 
@@ -310,7 +313,7 @@ def main() -> int:
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
     cols = ["hosts", "cut_at_s", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
             "rounds_max", "server_max_conn_per_address_per_s", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
-            "wall_s", "cpu_s", "peak_rss_mb", "rss_mb_at_quarters"]
+            "wall_s", "cpu_s", "peak_rss_mb", "sampled_peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in results]
     (a.out / "rehearsal.md").write_text("\n".join(md) + "\n")
