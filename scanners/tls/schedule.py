@@ -21,6 +21,9 @@ version) ("chain") at any time:
 - **Etiquette.** Every handshake (initial and attempt) waits for the run's limiter
   (global and per-destination rate); attempts are spread in time because each session's
   age counts from its own handshake, which the limiter already spread.
+- **Attempts first.** A due attempt is sent before any due initial handshake: when the
+  machine handshakes slower than a full window plans, hosts take longer, but no session is
+  presented later than the loop can help (the ages stay the measurement).
 - **Resumable.** Every planned attempt, outcome, drop and finished chain is appended to
   ``tls_lifetime_event`` (see :func:`prior_state`): a restarted run reads the brackets back,
   logs the pending attempts as ``lost`` (their ``ssl.SSLSession`` objects lived only in the
