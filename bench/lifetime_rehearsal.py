@@ -107,6 +107,8 @@ def time_v(stderr: str) -> dict:
     wall = get("Elapsed (wall clock) time (h:mm:ss or m:ss)")
     parts = [float(x) for x in wall.split(":")] if wall else [0]
     secs = sum(v * 60 ** i for i, v in enumerate(reversed(parts)))
+    if get("Maximum resident set size (kbytes)") is None:     # time(1) itself was killed
+        return {"peak_rss_mb": None, "wall_s": None, "cpu_s": None}
     return {"peak_rss_mb": round(int(get("Maximum resident set size (kbytes)")) / 1024, 1),
             "wall_s": round(secs, 1), "cpu_s": round(float(get("User time (seconds)")) + float(get("System time (seconds)")), 1)}
 
@@ -124,9 +126,11 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def sample_rss(proc: subprocess.Popen, series: list) -> None:
-    """Every second: VmRSS (MiB) of the scanning python process below ``proc``."""
+def sample_rss(proc: subprocess.Popen, series: list, live: Path | None = None) -> None:
+    """Every second: VmRSS (MiB) of the scanning python process below ``proc``; appended to
+    ``live`` as it comes too (a run cut short still shows its memory over time)."""
     t0 = time.monotonic()
+    f = live.open("w") if live else None
     while proc.poll() is None:
         for pid in _descendants(proc.pid):
             try:
@@ -138,6 +142,9 @@ def sample_rss(proc: subprocess.Popen, series: list) -> None:
                 m = re.search(r"VmRSS:\s+(\d+) kB", status)
                 if m:
                     series.append((round(time.monotonic() - t0, 1), round(int(m.group(1)) / 1024, 1)))
+                    if f:
+                        f.write(json.dumps(series[-1]) + "\n")
+                        f.flush()
                 break
         time.sleep(1.0)
 
@@ -167,16 +174,43 @@ def run_size(n: int, a, work: Path) -> dict:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env=dict(os.environ, NETSURVEY_IN_TESTBED="1", PYTHONPATH=str(REPO)))
     series: list = []
-    sampler = threading.Thread(target=sample_rss, args=(proc, series), daemon=True)
+    sampler = threading.Thread(target=sample_rss, args=(proc, series, a.out / f"rss-{n}.live.jsonl"), daemon=True)
     sampler.start()
-    stdout, stderr = proc.communicate()
+    cut = False
+    try:
+        stdout, stderr = proc.communicate(timeout=a.time_limit_s or None)
+    except subprocess.TimeoutExpired:
+        # stopped like an operator would (SIGINT to the scanning process: the run ends
+        # 'failed' and can be continued with --resume); what it did so far is analysed
+        cut = True
+        for pid in _descendants(proc.pid):
+            try:
+                if b"tls-lifetime" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
+                        not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/usr/bin/time"):
+                    os.kill(pid, signal.SIGINT)
+            except OSError:
+                pass
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for pid in _descendants(proc.pid) + [proc.pid]:   # the scanner holds the pipes, not time(1)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            stdout, stderr = proc.communicate()
     sampler.join()
     p = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.monotonic() - t0
     stop(sniff)
-    if p.returncode != 0:
+    tail = [l for l in sniff.stdout.read().splitlines() if l.startswith("{")]
+    sniffed = json.loads(tail[-1]) if tail else {}     # {"packets", "kernel_drops"}: 0 drops = complete
+    if p.returncode != 0 and not cut:
         raise SystemExit(f"scan failed ({p.returncode}): {p.stderr[-1500:]}")
-    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    if cut:
+        summary = run_counts(a)
+    else:
+        summary = json.loads(p.stdout.strip().splitlines()[-1])
     per = defaultdict(list)
     for line in pkts.read_text().splitlines():
         r = json.loads(line)
@@ -192,17 +226,30 @@ def run_size(n: int, a, work: Path) -> dict:
             if i - j + 1 > worst:
                 worst, worst_addr = i - j + 1, addr
     pkts.unlink()
-    return {"hosts": n, "addresses": len({x for _, x in tg}), "names_per_address": a.names_per_address,
+    return {"hosts": n, "cut_at_s": a.time_limit_s if cut else None, "addresses": len({x for _, x in tg}), "names_per_address": a.names_per_address,
             "factor": a.factor, "max_age_s": max_age, "step_s": step, "server_lifetime_s": a.lifetime_s,
             "thesis_equivalent_lifetime_h": round(a.lifetime_s * a.factor / 3600, 2),
             "run_id": summary["run_id"], "attempts": summary["attempts"], "slots": summary.get("slots"),
             "rounds_max": summary.get("rounds_max"), "sessions_peak": summary.get("sessions_peak"),
             "sessions_peak_per_target": summary.get("sessions_peak_per_target"),
             "server_connections": sum(len(v) for v in per.values()),
-            "server_max_conn_per_address_per_s": worst, "worst_address": worst_addr, "pdp_limit": a.pdp,
+            "server_max_conn_per_address_per_s": worst, "sniffer_kernel_drops": sniffed.get("kernel_drops"), "worst_address": worst_addr, "pdp_limit": a.pdp,
             "command_wall_s": round(wall, 1), **time_v(p.stderr),
+            "sampled_peak_rss_mb": max((r for _, r in series), default=None),
             "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
             if series else [], "rss_series": series}
+
+
+def run_counts(a) -> dict:
+    """The newest tls-lifetime run's id and attempts, from the database (a run cut short
+    printed no summary); hosts whose chains all finished are counted as ``hosts_done``."""
+    q = ("SELECT r.id, (SELECT count(*) FROM tls_resumption x WHERE x.run_id = r.id), "
+         "(SELECT count(DISTINCT host) FROM tls_resumption x WHERE x.run_id = r.id) "
+         "FROM scan_run r WHERE r.kind = 'tls-lifetime' ORDER BY r.id DESC LIMIT 1")
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *(["--dsn", a.dsn] if a.dsn else []), "sql", q,
+                        "--format", "csv"], capture_output=True, text=True, cwd=REPO)
+    rid, attempts, hosts = (int(x) for x in p.stdout.strip().splitlines()[-1].split(","))
+    return {"run_id": rid, "attempts": attempts, "hosts_attempted": hosts}
 
 
 def measured(run_ids: list[int], a) -> dict:
@@ -224,6 +271,7 @@ def measured(run_ids: list[int], a) -> dict:
 
 
 def main() -> int:
+    global PORT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="200,1000", help="sizes (comma-separated)")
     ap.add_argument("--factor", type=float, default=1440, help="time compression: 24 h / F, 5 min / F")
@@ -238,7 +286,12 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10000, help="global limit, connections/s")
     ap.add_argument("--dsn", default=os.environ.get("NETSURVEY_DSN"))
     ap.add_argument("--out", type=Path, default=REPO / "out" / "lifetime")
+    ap.add_argument("--time-limit-s", type=float, default=0, help="stop each size's scan after this long "
+                    "(SIGINT: resumable with scan tls-lifetime --resume) and analyse what it did (0 = none)")
+    ap.add_argument("--port", type=int, default=PORT, help="the temporary nginx's TCP port in nstb-scale "
+                    "(bench/scale.py's TLS server uses 8443: give another to run both at once)")
     a = ap.parse_args()
+    PORT = a.port
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="lt-rehearsal-") as d:
@@ -258,9 +311,9 @@ def main() -> int:
         total, good = ok.get(r["run_id"], (0, 0))
         r["chains"], r["chains_bracketing_lifetime"] = total, good
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
-    cols = ["hosts", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
-            "rounds_max", "server_max_conn_per_address_per_s", "pdp_limit", "chains", "chains_bracketing_lifetime",
-            "wall_s", "cpu_s", "peak_rss_mb", "rss_mb_at_quarters"]
+    cols = ["hosts", "cut_at_s", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
+            "rounds_max", "server_max_conn_per_address_per_s", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
+            "wall_s", "cpu_s", "peak_rss_mb", "sampled_peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in results]
     (a.out / "rehearsal.md").write_text("\n".join(md) + "\n")

@@ -254,6 +254,10 @@ def _interrupted(ctx: RunContext) -> None:
             pass
 
 
+def _raise_terminated(signum: int) -> None:
+    raise Terminated(signum)
+
+
 class _signals_raise:
     """While active: SIGTERM and SIGINT raise :class:`Terminated` in the main thread."""
 
@@ -265,11 +269,22 @@ class _signals_raise:
             return self
 
         def handler(signum, frame):
+            import asyncio
+
             from .runctx import current
 
             ctx = current()
             if ctx is not None:
                 ctx.interrupted = True
+            loop = asyncio._get_running_loop()
+            if loop is not None:
+                # raised here it would be the exception of whichever task's frame the signal
+                # interrupted: asyncio keeps it to that task (a scan worker even records it)
+                # and the scan went on (issue 26: a 10K-target scan ignored SIGTERM/SIGINT).
+                # Raised from a callback of its own it leaves run_forever; asyncio.run then
+                # cancels the tasks.
+                loop.call_soon_threadsafe(_raise_terminated, signum)
+                return
             raise Terminated(signum)
 
         for s in (signal.SIGTERM, signal.SIGINT):

@@ -104,9 +104,10 @@ class DryRunDone(Exception):
     cancelled run: the run path ends the command with exit code 0, nothing contacted."""
 
 
-class Terminated(BaseException):
+class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGINT arrived while a measurement ran (not an ``Exception``: a scanner's
-    ``except Exception`` must not swallow it)."""
+    ``except Exception`` must not swallow it; a ``KeyboardInterrupt`` so that asyncio lets
+    it out of the event loop instead of keeping it as one task's exception)."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)

@@ -191,6 +191,9 @@ async def run_scan(
             record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
         else:
             allowed.append(t)
+    if getattr(ctx.limiter, "per_destination", None):   # names sharing an address: spread them (issue 26)
+        from .spread import interleave_by_address
+        allowed = interleave_by_address(allowed, lambda t: t.address)
     # a dry run never gets here: open_scan stopped it (netsurvey.measure's run path)
     if not scanner.quiet_gc:
         return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)

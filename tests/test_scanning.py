@@ -148,3 +148,40 @@ def test_a_stopped_run_records_the_targets_in_flight(how):
     cut = sorted(o.target.port for o in stored if o.error == INTERRUPTED)
     assert done == [0, 1, 2]
     assert cut == [3, 4, 5, 6, 7]          # the 5 workers' targets, each once; 8..19 never contacted
+
+
+def test_a_signal_stops_a_busy_scan_whose_workers_catch_everything():
+    """Issue 26: under load the run path's SIGTERM handler ran inside a scan worker's frame,
+    the worker recorded Terminated as its failure and the others scanned on (a 10K-target
+    `scan tls` ignored SIGTERM). The handler now raises it from a loop callback of its own:
+    asyncio.run ends within a moment, whatever the tasks catch."""
+    import os
+    import signal
+    import time
+
+    from netsurvey.measure import _signals_raise
+    from netsurvey.runctx import Terminated
+
+    swallowed = []
+
+    async def busy():                       # a worker as scan_many's: records any BaseException
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            try:
+                for _ in range(2000):
+                    pass
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:    # noqa: BLE001 - the point of the test
+                swallowed.append(exc)
+
+    async def main():
+        asyncio.get_running_loop().call_later(0.3, os.kill, os.getpid(), signal.SIGTERM)
+        await asyncio.gather(*(busy() for _ in range(20)))
+
+    t0 = time.monotonic()
+    with _signals_raise(), pytest.raises(Terminated):
+        asyncio.run(main())
+    assert time.monotonic() - t0 < 2.5
+    assert swallowed == []
