@@ -71,3 +71,14 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
             conn.execute("SELECT procrastinate_defer_jobs_v1(%s::procrastinate_job_to_defer_v1[])", (jobs[j:j + 1000],))
     return run_id
 
+
+def start_rounds(db: Database, entry: "ScheduleEntry") -> int:
+    """Queue a 'rounds x interval' entry as ONE campaign run with rounds:
+    round k's shards are due at start + (k - 1) * interval (start_campaign). Returns the run id."""
+    if entry.rounds is None:
+        raise UsageError(f"schedule {entry.name!r} is a cron entry; workers start it on time")
+    from .jobs import parse_duration
+    from .measure import parse_spec_argv
+
+    return start_campaign(db, parse_spec_argv(entry.command), entry.shards, entry.rounds,
+                          parse_duration(entry.interval), note=entry.name)

@@ -340,7 +340,8 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", he
 def schedule_start(name: str = typer.Argument(..., help="A rounds x interval entry."),
                    schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file.")) -> None:
     """Queue a 'rounds x interval' campaign as one run with rounds (workers run each round on time)."""
-    from .jobs import load_schedule, start_rounds
+    from .campaign import start_rounds
+    from .jobs import load_schedule
 
     entries = {e.name: e for e in load_schedule(schedule)}
     if name not in entries:

@@ -109,7 +109,8 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     from .vantage import record as record_vantage
 
     # name and source addresses (getsockname, towards allowed destinations only), issue 26
-    record_vantage(db, run.id, targets, parameters, allowed=policy.allowed)
+    record_vantage(db, run.id, targets, parameters, allowed=policy.allowed,
+                   config_name=getattr(cfg, "vantage_name", None))
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
 
 

@@ -485,18 +485,6 @@ def next_due(entry: ScheduleEntry, now: dt.datetime | None = None) -> Optional[d
     return croniter(entry.cron, now).get_next(dt.datetime)
 
 
-def start_rounds(db: Database, entry: ScheduleEntry) -> int:
-    """Queue a 'rounds x interval' entry as ONE campaign run with rounds (campaign.py):
-    round k's shards are due at start + (k - 1) * interval. Returns the run id."""
-    if entry.rounds is None:
-        raise UsageError(f"schedule {entry.name!r} is a cron entry; workers start it on time")
-    from .campaign import start_campaign
-    from .measure import parse_spec_argv
-
-    return start_campaign(db, parse_spec_argv(entry.command), entry.shards, entry.rounds,
-                          parse_duration(entry.interval), note=entry.name)
-
-
 # -- --shards / --procs of a measurement (netsurvey.measure calls this) ----------------
 def submit(m, params: dict, *, shards: Optional[int], procs: Optional[int]) -> None:
     """Queue ``m`` with ``params`` as ``shards`` jobs, or run it as ``procs`` shards here."""

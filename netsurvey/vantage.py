@@ -42,18 +42,13 @@ def check_name(name: str, option: str = "--vantage") -> str:
     return name
 
 
-def vantage_name() -> str:
-    """``--vantage`` / NETSURVEY_VANTAGE, else the config's ``vantage_name``, else the hostname."""
+def vantage_name(config_name: Optional[str] = None) -> str:
+    """``--vantage`` / NETSURVEY_VANTAGE, else the config's ``vantage_name`` (``config_name``,
+    given by the run path), else the hostname."""
     env = os.environ.get("NETSURVEY_VANTAGE")
     if env:
         return check_name(env, "NETSURVEY_VANTAGE")
-    from .clictx import state
-
-    try:
-        cfg_name = getattr(state.config, "vantage_name", None)
-    except Exception:  # no readable config in library use: the hostname
-        cfg_name = None
-    return check_name(cfg_name, "vantage_name") if cfg_name else socket.gethostname()
+    return check_name(config_name, "vantage_name") if config_name else socket.gethostname()
 
 
 def _addresses(targets) -> list[str]:
@@ -121,7 +116,7 @@ def _option_addresses(parameters: Optional[dict]) -> list[str]:
     return _addresses([v for v in vals if isinstance(v, str)])
 
 
-def describe(targets=None, parameters: Optional[dict] = None, allowed=None) -> dict:
+def describe(targets=None, parameters: Optional[dict] = None, allowed=None, config_name: Optional[str] = None) -> dict:
     """{"name": ..., "sources": {...}, "sources_towards": "targets" | "options" | "resolvers"}.
     ``allowed`` (the run's address policy): only destinations it allows are looked up - a
     route lookup sends nothing, but a blocked or reserved address is not even connect()ed."""
@@ -134,14 +129,15 @@ def describe(targets=None, parameters: Optional[dict] = None, allowed=None) -> d
         dests, towards = ok(_option_addresses(parameters)), "options"
     if not dests:
         dests, towards = ok(_resolvers()), "resolvers"
-    return {"name": vantage_name(), "sources": source_addresses(dests), "sources_towards": towards}
+    return {"name": vantage_name(config_name), "sources": source_addresses(dests), "sources_towards": towards}
 
 
-def record(db, run_id: int, targets=None, parameters: Optional[dict] = None, allowed=None) -> dict:
+def record(db, run_id: int, targets=None, parameters: Optional[dict] = None, allowed=None,
+           config_name: Optional[str] = None) -> dict:
     """Merge this process's vantage into ``scan_run.vantage`` (unless a shard before us
     recorded one) and keep it for the shard's ``job_shard`` row."""
     global _last
-    v = describe(targets, parameters, allowed)
+    v = describe(targets, parameters, allowed, config_name)
     _last = v
     with db.connect() as conn:
         conn.execute("UPDATE scan_run SET vantage = vantage || %s::jsonb WHERE id = %s AND NOT vantage ? 'name'",

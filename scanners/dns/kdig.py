@@ -135,7 +135,9 @@ def register(scan_app) -> None:
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
 
-        from .cli import _check_allowed, _targets, parse_server
+        from .options import check_allowed as _check_allowed
+        from .options import parse_server
+        from .options import targets_from_options as _targets
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):

@@ -1,0 +1,67 @@
+"""Options shared by the DNS commands (scan dns-ttl, dns-ecs, dns-second-opinion): server
+addresses, the target list, the etiquette check of a server given on the command line."""
+from __future__ import annotations
+
+import ipaddress
+from typing import Optional
+
+from netsurvey.errors import UsageError
+
+
+def parse_server(text: str, default_port: int = 53) -> tuple[str, int]:
+    """'ADDR', 'ADDR:PORT', '[V6]:PORT' or a bare IPv6 address -> (address, port)."""
+    t = text.strip()
+    try:
+        if t.startswith("["):
+            host, _, rest = t[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else default_port
+        elif t.count(":") == 1:
+            host, p = t.split(":")
+            port = int(p)
+        else:
+            host, port = t, default_port
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        raise UsageError(f"{text!r} is not an address (ADDR, ADDR:PORT or [IPv6]:PORT)") from None
+    if not 0 < port < 65536:
+        raise UsageError(f"{text!r}: port out of range")
+    return host, port
+
+
+def default_resolver() -> tuple[str, int]:
+    import dns.resolver
+
+    try:
+        ns = dns.resolver.Resolver().nameservers
+    except Exception:  # no /etc/resolv.conf
+        ns = []
+    if not ns:
+        raise UsageError("no resolver configured in /etc/resolv.conf; pass --resolver")
+    return parse_server(ns[0])
+
+
+def targets_from_options(list_name: Optional[str], top: Optional[int], names: list[str]):
+    from netsurvey.clictx import migrated_db
+    from netsurvey.scanning import ScanTarget
+    from netsurvey.targets import normalize_hostname, select_targets
+
+    if not list_name and not names:
+        raise UsageError("give --list NAME or at least one --name HOSTNAME")
+    out_t = []
+    if list_name:
+        out_t += [ScanTarget(t.hostname, None, 53, t.rank) for t in select_targets(migrated_db(), list_name, top)]
+    for n in names:
+        try:
+            out_t.append(ScanTarget(normalize_hostname(n), None, 53, None))
+        except ValueError as exc:
+            raise UsageError(f"--name {n!r}: {exc}") from None
+    return out_t
+
+
+def check_allowed(option: str, address: str) -> None:
+    from netsurvey.clictx import state
+    from netsurvey.etiquette import TargetPolicy
+
+    why = TargetPolicy.from_config(state.config.etiquette).reason_blocked(address)
+    if why:
+        raise UsageError(f"{option} {address}: {why} by the etiquette policy (etiquette.allow)")
