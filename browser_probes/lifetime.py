@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, FAKETIME_REREAD_S
+from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, CLOCK_SETTLE_S
 from .owner import SocketOwners, attribute
 from .tracking import ObserverProcess, Probe, _close_tab, _service_pid, judge
 
@@ -57,10 +57,8 @@ SHORT_HOSTS = {"tls13-psk": "hint.track.test"}
 # the 1-day ticket lifetime of t.test and the 1-hour QUIC ticket lifetime of www.example.test.
 FALLBACK_HOSTS = {"tls12-session-id": "id.track.test", "tls12-ticket": "tls12.track.test",
                   "tls13-psk": "t.test", "quic-token": "www.example.test", "quic-psk": "www.example.test"}
-# engines that cannot run under libfaketime here: n/a with the reason
-NO_FAKETIME = {"firefox": "Firefox ESR 153 hangs at start under libfaketime 0.9.10 (even `firefox-esr --version` "
-                          "with FAKETIME=+0; with real or faked monotonic clocks, libfaketime or libfaketimeMT, "
-                          "FAKETIME_DISABLE_SHM: tried here), so its clock cannot be moved"}
+# engines whose clock cannot be moved here: n/a with the reason (none since clockshift.c)
+NO_FAKETIME: dict[str, str] = {}
 # WebKit (glib-networking) keys its session cache by server *address*, host name, port and
 # client certificate (gtlsclientconnection-gnutls.c, g_tls_client_connection_gnutls_compute_session_id:
 # "%s/%s/%d/%s"): on a dual-stack host a revisit over the other address family never resumes,
@@ -203,7 +201,7 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
         _close_connections(b, target.host)
         _close_tab(b)
         set_clock_offset(spec, offset_s)
-        time.sleep(FAKETIME_REREAD_S + 0.2)
+        time.sleep(CLOCK_SETTLE_S + 0.2)
         t1 = time.time()
         _get_after_jump(b, url)
         time.sleep(1.6)          # observer linger + margin
@@ -278,7 +276,7 @@ def probe_quic(browser: str, target: Target, offset_s: float,
         _close_tab(b)
         off1 = log.stat().st_size
         set_clock_offset(spec, offset_s)
-        time.sleep(FAKETIME_REREAD_S + 0.2)
+        time.sleep(CLOCK_SETTLE_S + 0.2)
         _get_after_jump(b, f"https://{target.host}/")
         time.sleep(0.5)
         off2 = log.stat().st_size
