@@ -7,7 +7,10 @@
  * also inside sandboxed processes (mapped before their sandbox starts).
  *
  * Shifted: CLOCK_REALTIME, CLOCK_REALTIME_COARSE and CLOCK_TAI (clock_gettime, clock_getres
- * untouched), gettimeofday, time, timespec_get. Monotonic and CPU clocks stay real.
+ * untouched), gettimeofday, time, timespec_get. Monotonic and CPU clocks stay real, unless
+ * NETSURVEY_CLOCK_MONOTONIC=1: then CLOCK_MONOTONIC(_RAW, _COARSE) and CLOCK_BOOTTIME jump by
+ * the same offset (as if the machine had been running, idle, for that long): glib-networking
+ * expires its TLS session cache by g_get_monotonic_time (WebKit).
  * Absolute REALTIME deadlines handed back to the kernel are shifted back: pthread_cond_timedwait
  * / pthread_cond_clockwait on a condition variable using CLOCK_REALTIME (NSPR's PR_WaitCondVar
  * computes its deadline from gettimeofday: a deadline days ahead would never expire),
@@ -31,6 +34,7 @@
 #include <unistd.h>
 
 static const volatile int64_t *off_ns;
+static int shift_mono;
 
 typedef int (*cg_t)(clockid_t, struct timespec *);
 typedef int (*cw_t)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
@@ -53,6 +57,8 @@ __attribute__((constructor)) static void clockshift_init(void) {
     real_sw = (sw_t)dlsym(RTLD_NEXT, "sem_timedwait");
     real_ml = (ml_t)dlsym(RTLD_NEXT, "pthread_mutex_timedlock");
     real_cn = (cn_t)dlsym(RTLD_NEXT, "clock_nanosleep");
+    const char *mo = getenv("NETSURVEY_CLOCK_MONOTONIC");
+    shift_mono = mo && mo[0] == '1';
     const char *p = getenv("NETSURVEY_CLOCK_FILE");
     if (!p) return;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -86,9 +92,16 @@ static int is_wall(clockid_t c) {
     return c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI;
 }
 
+static int is_mono(clockid_t c) {
+    return c == CLOCK_MONOTONIC || c == CLOCK_MONOTONIC_RAW || c == CLOCK_MONOTONIC_COARSE ||
+           c == CLOCK_BOOTTIME;
+}
+
+static int is_shifted(clockid_t c) { return is_wall(c) || (shift_mono && is_mono(c)); }
+
 int clock_gettime(clockid_t c, struct timespec *ts) {
     int r = raw_cg(c, ts);
-    if (r == 0 && is_wall(c)) add_ns(ts, offset());
+    if (r == 0 && is_shifted(c)) add_ns(ts, offset());
     return r;
 }
 
@@ -130,13 +143,13 @@ static int cond_is_realtime(pthread_cond_t *c) { return (c->__data.__wrefs & 2) 
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs) {
     struct timespec b;
     if (!real_cw) return ENOSYS;
-    return real_cw(c, m, cond_is_realtime(c) ? unshift(abs, &b) : abs);
+    return real_cw(c, m, (cond_is_realtime(c) || shift_mono) ? unshift(abs, &b) : abs);
 }
 
 int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk, const struct timespec *abs) {
     struct timespec b;
     if (!real_ccw) return ENOSYS;
-    return real_ccw(c, m, clk, clk == CLOCK_REALTIME ? unshift(abs, &b) : abs);
+    return real_ccw(c, m, clk, is_shifted(clk) ? unshift(abs, &b) : abs);
 }
 
 int sem_timedwait(sem_t *s, const struct timespec *abs) {
@@ -154,6 +167,6 @@ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs) {
 int clock_nanosleep(clockid_t c, int flags, const struct timespec *req, struct timespec *rem) {
     struct timespec b;
     if (!real_cn) return ENOSYS;
-    if ((flags & TIMER_ABSTIME) && is_wall(c)) req = unshift(req, &b);
+    if ((flags & TIMER_ABSTIME) && is_shifted(c)) req = unshift(req, &b);
     return real_cn(c, flags, req, rem);
 }

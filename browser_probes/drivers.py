@@ -54,6 +54,8 @@ class BrowserOptions:
     :ivar faketime: file holding the browser clock's offset (:func:`set_clock_offset`; the
         browser runs with clockshift.c preloaded, its wall clock moves at once when the file
         changes). None = real time.
+    :ivar shift_monotonic: WebKit: its monotonic clocks jump with the wall clock (glib-networking
+        expires TLS sessions by the monotonic clock).
     :ivar quic_origins: ``host:port`` origins forced onto HTTP/3 (Chromium:
         --origin-to-force-quic-on; Firefox: an Alt-Svc test mapping).
     :ivar spki_hashes: Chromium: base64 SHA-256 SPKI hashes accepted without a trusted CA
@@ -69,6 +71,7 @@ class BrowserOptions:
     faketime: Optional[Path] = None
     quic_origins: tuple[str, ...] = ()
     spki_hashes: tuple[str, ...] = ()
+    shift_monotonic: bool = False
 
 
 @dataclass
@@ -150,10 +153,12 @@ def clockshift_library() -> Path:
     return lib
 
 
-def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path) -> str:
+def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path, shift_monotonic: bool = False) -> str:
     """A script that runs ``binary`` with clockshift.c preloaded: its wall clock (REALTIME,
     gettimeofday, time) = real time + the offset in ``spec_file``, movable at any moment
-    (:func:`set_clock_offset`); monotonic clocks stay real.
+    (:func:`set_clock_offset`); monotonic clocks stay real unless ``shift_monotonic`` (they
+    then jump by the same offset: WebKit, whose TLS session cache in glib-networking 2.74 expires
+    by g_get_monotonic_time, tls/gnutls/gtlsbackend-gnutls.c:182,200,245).
 
     Not libfaketime 0.9.10 (tried here): Firefox ESR 153 hangs at start under it (even
     ``--version``, FAKETIME=+0, real or faked monotonic clocks), and Chromium 156 started only
@@ -164,7 +169,8 @@ def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path) -> str:
     lib = clockshift_library()
     w = out_dir / f"{Path(binary).name}-clockshift.sh"
     w.write_text("#!/bin/sh\n"
-                 f"export LD_PRELOAD={lib} NETSURVEY_CLOCK_FILE={spec_file}\n"
+                 f"export LD_PRELOAD={lib} NETSURVEY_CLOCK_FILE={spec_file}"
+                 + (" NETSURVEY_CLOCK_MONOTONIC=1" if shift_monotonic else "") + "\n"
                  f"exec {binary} \"$@\"\n")
     w.chmod(0o755)
     return str(w)
@@ -227,7 +233,8 @@ def _start_webkit(opts: BrowserOptions, profile: Path):
     x, display = _start_xvfb()
     try:
         o = Options()
-        o.binary_location = (_faketime_wrapper(WEBKIT_BINARY, opts.faketime, profile.parent)
+        o.binary_location = (_faketime_wrapper(WEBKIT_BINARY, opts.faketime, profile.parent,
+                                               shift_monotonic=opts.shift_monotonic)
                              if opts.faketime else WEBKIT_BINARY)
         o.add_argument("--automation")
         o.accept_insecure_certs = True
