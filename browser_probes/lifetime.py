@@ -72,6 +72,10 @@ NO_FAKETIME: dict[str, str] = {}
 # 200, 245). Chromium (base::Time in SSLClientSessionCache, BoringSSL's gettimeofday) and Firefox
 # (NSS: ssl_Time = PR_Now) compare wall-clock times only; their monotonic clocks stay real.
 SHIFT_MONOTONIC = {"webkit"}
+# Engines that use a resumption token once: Firefox's SSLTokensCache::Get removes the record it
+# hands out (netwerk/base/SSLTokensCache.cpp, cacheEntry->RemoveWithId), so a second connection
+# of the first visit can use up the TLS 1.2 ticket (TLS 1.3 servers issue several).
+SINGLE_USE_TOKENS = {"firefox"}
 # WebKit (glib-networking) keys its session cache by server *address*, host name, port and
 # client certificate (gtlsclientconnection-gnutls.c, g_tls_client_connection_gnutls_compute_session_id:
 # "%s/%s/%d/%s"): on a dual-stack host a revisit over the other address family never resumes,
@@ -196,6 +200,14 @@ def _evidence(recs: list[dict]) -> list[dict]:
     return out
 
 
+def _resumed(r: dict) -> bool:
+    """The server resumed this connection (TLS 1.3 PSK accepted, TLS 1.2 ticket presented and
+    no new ID, or the client's session ID echoed)."""
+    sid = r.get("session_id")
+    return bool(r.get("server_accepted_psk") or (sid and sid == r.get("server_session_id"))
+                or (r.get("ticket") and r.get("server_version") == "1.2" and not r.get("issued_ticket")))
+
+
 def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProcess,
               profile_root: Optional[Path] = None) -> ProbeResult:
     """One TLS probe at clock offset ``offset_s`` (see the module doc)."""
@@ -249,6 +261,16 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
     if first and second:
         age = offset_s + (min(r["ts"] for r in second) - min(r["ts"] for r in first))
     detail = v.detail
+    issued = {r.get("issued_ticket") for r in first if r.get("issued_ticket")}
+    if (target.state == "tls12-ticket" and browser in SINGLE_USE_TOKENS and v.presented is False
+            and any(_resumed(r) and r.get("ticket") in issued for r in first)):
+        # a second connection of context 1 (e.g. after the connections were closed) already
+        # resumed with the ticket, and Firefox uses a TLS 1.2 ticket once (seen at 1617 s while
+        # 1500, 1700, 3600 s and 1 day presented): not evidence about the age. (TLS 1.3 servers
+        # issue several tickets; session IDs are not consumed.)
+        return ProbeResult(target.state, target.host, offset_s, age, None, None,
+                           "inconclusive: context 1 already resumed its own state on a second connection ("
+                           + detail + ")", {"first": _evidence(first), "second": _evidence(second)}, version)
     if v.verdict != "n/a" and not second:
         return ProbeResult(target.state, target.host, offset_s, None, None, None,
                            f"no new connection to {target.host} in context 2 (connection reused?)",
