@@ -177,9 +177,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _get_after_jump(b, url: str) -> None:
-    """Visit ``url`` after a clock jump. Chromium (monotonic clock jumped too) sometimes answers
-    the first navigation after a jump with "Timed out receiving message from renderer: -0.001":
-    one retry."""
+    """Visit ``url`` after a clock jump; one retry if WebDriver fails (under libfaketime,
+    with its monotonic clock jumping too, Chromium answered the first navigation after a jump
+    with "Timed out receiving message from renderer: -0.001"; not seen with clockshift)."""
     try:
         b.driver.get(url)
     except WEBDRIVER_ERRORS:

@@ -134,6 +134,7 @@ def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
                                 ("webkit", "never-presented", None)]
 
 
+@pytest.mark.slow       # two Firefox probes: 30-100 s on a loaded 2-core machine (make test's budget)
 @pytest.mark.root
 @pytest.mark.skipif(not (HAVE["firefox"] and HAVE["gcc"]), reason="firefox-esr/geckodriver and gcc needed")
 def test_firefox_keeps_a_tls13_ticket_for_nss_two_days(db, testbed):
