@@ -149,7 +149,7 @@ def lifetime_cell(status: str, lo, hi, limit, max_age, detail) -> str:
         return f"inconsistent: {detail}"
     if status == "never-presented":
         return f"none (not presented at {duration(hi)})"
-    if status == "at-least-max":
+    if status == "at-least-max" or hi is None:     # (fixed offsets, all presented)
         return f">= {duration(lo)}"
     cell = f"{duration(lo)} (< {duration(hi)})"
     if limit and lo is not None and hi is not None and lo <= limit * 1.01 and limit <= hi * 1.01 + 60:

@@ -222,3 +222,18 @@ def test_full_30_day_bisection(db, testbed, browser):
             else:
                 assert r["status"] == "measured", r
                 assert r["longest_presented_age_s"] <= want + 5 and r["shortest_absent_age_s"] > want - 5, (want, r)
+
+
+def test_table_cells_for_lifetimes():
+    """The thesis-table cell of a lifetime: bracket, the server's announced limit when it bounded
+    the browser, at-least (also for fixed offsets that all presented), none, n/a with reason."""
+    from analysis.browser import lifetime_cell
+
+    assert lifetime_cell("measured", 3596.1, 3635.2, 2592000, 2592000, None) == "59.9 min (< 1.01 h)"
+    assert lifetime_cell("measured", 603164.7, 608013.2, 604800, 2592000, None) == \
+        "6.98 days (< 7.04 days) = server's announced 7.00 days"
+    assert lifetime_cell("measured", 86403.5, None, 2592000, 2592000, None) == ">= 1.00 days"
+    assert lifetime_cell("at-least-max", 2592003.0, None, 2592000, 2592000, None) == ">= 30.0 days"
+    assert lifetime_cell("never-presented", None, 8.0, 2592000, 2592000, None) == "none (not presented at 8 s)"
+    assert lifetime_cell("n/a", None, None, None, 2592000, "no HTTP/3") == "n/a: no HTTP/3"
+    assert lifetime_cell("inconsistent", 172006, 28804, 1, 1, None).startswith("inconsistent: presented at 1.99 days")
