@@ -135,6 +135,7 @@ def test_no_browser_presents_state_older_than_the_servers_limit(db, testbed):
 
 
 @pytest.mark.slow       # two Firefox probes: 30-100 s on a loaded 2-core machine (make test's budget)
+@pytest.mark.timeout(900)
 @pytest.mark.root
 @pytest.mark.skipif(not (HAVE["firefox"] and HAVE["gcc"]), reason="firefox-esr/geckodriver and gcc needed")
 def test_firefox_keeps_a_tls13_ticket_for_nss_two_days(db, testbed):
@@ -200,6 +201,7 @@ EXPECTED_S = {
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(4000)      # pyproject's 300 s per test stops a 30-day bisection (10-25 min)
 @pytest.mark.root
 @pytest.mark.parametrize("browser", ["chromium", "firefox", "webkit"])
 def test_full_30_day_bisection(db, testbed, browser):
