@@ -149,7 +149,7 @@ def lifetime_cell(status: str, lo, hi, limit, max_age, detail) -> str:
         return f"inconsistent: {detail}"
     if status == "never-presented":
         return f"none (not presented at {duration(hi)})"
-    if status == "at-least-max":
+    if status == "at-least-max" or hi is None:     # (fixed offsets, all presented)
         return f">= {duration(lo)}"
     cell = f"{duration(lo)} (< {duration(hi)})"
     if limit and lo is not None and hi is not None and lo <= limit * 1.01 and limit <= hi * 1.01 + 60:
@@ -171,21 +171,23 @@ def _latest_lifetimes(ctx: FigureContext) -> list[tuple]:
         rows = conn.execute(
             """SELECT DISTINCT ON (l.browser, l.state) l.run_id, l.browser, l.browser_version, l.state,
                       l.status, l.longest_presented_age_s, l.shortest_absent_age_s, l.server_limit_s, l.max_age_s,
-                      l.detail, l.server_name
+                      l.detail, l.server_name, l.clock_mover
                FROM browser_lifetime l JOIN scan_run r ON r.id = l.run_id
                WHERE r.status = 'finished' AND (%s::bigint[] IS NULL OR l.run_id = ANY(%s::bigint[]))
                  AND l.server_name <> 'hint.track.test'
                ORDER BY l.browser, l.state, l.run_id DESC""", (sel, sel)).fetchall()
-        # every probe of that browser, state and host in any finished run: a bracket must hold
-        # across repeats, else the result is inconsistent
+        # every probe of that browser, state and host in any finished run with the same clock
+        # mover (libfaketime probes, before migration 0125, are not pooled with clockshift ones):
+        # a bracket must hold across repeats, else the result is inconsistent
         out = []
         for r in rows:
             probes = conn.execute(
                 """SELECT p.age_s, p.presented FROM browser_lifetime_probe p JOIN scan_run s ON s.id = p.run_id
                    WHERE s.status = 'finished' AND p.browser = %s AND p.state = %s AND p.server_name = %s
+                     AND p.clock_mover IS NOT DISTINCT FROM %s
                      AND p.age_s IS NOT NULL AND p.presented IS NOT NULL
                      AND (%s::bigint[] IS NULL OR p.run_id = ANY(%s::bigint[]))""",
-                (r[1], r[3], r[10], sel, sel)).fetchall()
+                (r[1], r[3], r[10], r[11], sel, sel)).fetchall()
             yes = [a for a, p in probes if p]
             no = [a for a, p in probes if not p]
             r = list(r)

@@ -218,7 +218,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                    "instead of the never-expiring one (tls13-psk only): a known answer."),
         as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     ) -> None:
-        """The browser's own lifetime of TLS / QUIC state: its clock moved forward (libfaketime)."""
+        """The browser's own lifetime of TLS / QUIC state: its clock moved forward (clockshift.c)."""
         from netsurvey.clictx import open_scan
 
         from .lifetime import STATES, run_lifetime

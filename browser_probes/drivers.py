@@ -7,8 +7,10 @@ Browsers run in the caller's network namespace (the testbed vantage for every pr
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -24,7 +26,6 @@ FIREFOX_BINARY = "/usr/lib/firefox-esr/firefox-esr"
 WEBKIT_BINARY = "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"
 WEBKITDRIVER = "/usr/bin/WebKitWebDriver"
 XVFB = "/usr/bin/Xvfb"
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # every process of a browser carries this variable (kill by profile: procs.py)
 PROFILE_ENV = "NETSURVEY_BROWSER_PROFILE"
 
@@ -50,9 +51,11 @@ class BrowserOptions:
     :ivar page_timeout_s: page-load timeout in seconds.
     :ivar performance_log: Chromium: record the DevTools performance log (page-load logger).
     :ivar bidi: Firefox: enable WebDriver BiDi (page-load logger).
-    :ivar faketime: file holding the browser clock's offset as a libfaketime spec (``+86400``,
-        seconds); re-read at most once a second, so the offset can move between visits
-        (:func:`set_clock_offset`). None = real time.
+    :ivar faketime: file holding the browser clock's offset (:func:`set_clock_offset`; the
+        browser runs with clockshift.c preloaded, its wall clock moves at once when the file
+        changes). None = real time.
+    :ivar shift_monotonic: WebKit: its monotonic clocks jump with the wall clock (glib-networking
+        expires TLS sessions by the monotonic clock).
     :ivar quic_origins: ``host:port`` origins forced onto HTTP/3 (Chromium:
         --origin-to-force-quic-on; Firefox: an Alt-Svc test mapping).
     :ivar spki_hashes: Chromium: base64 SHA-256 SPKI hashes accepted without a trusted CA
@@ -68,6 +71,7 @@ class BrowserOptions:
     faketime: Optional[Path] = None
     quic_origins: tuple[str, ...] = ()
     spki_hashes: tuple[str, ...] = ()
+    shift_monotonic: bool = False
 
 
 @dataclass
@@ -104,34 +108,69 @@ class Browser:
             self._tmp = None
 
 
-FAKETIME_REREAD_S = 1.0   # libfaketime re-reads the offset file at most this often
+CLOCK_SETTLE_S = 0.0      # a moved clock takes effect at once (clockshift maps the offset file)
+CLOCKSHIFT_SOURCE = Path(__file__).with_name("clockshift.c")
+CLOCK_FILE_BYTES = 4096
 
 
 def set_clock_offset(spec_file: Path, offset_s: float) -> None:
-    """Move the browser's clock to real time + ``offset_s`` (takes effect within
-    FAKETIME_REREAD_S: wait that long before the next visit)."""
-    tmp = spec_file.with_suffix(".tmp")
-    tmp.write_text(f"{offset_s:+.3f}\n")
-    os.replace(tmp, spec_file)
+    """Move the browser's wall clock to real time + ``offset_s`` (at once, in every process of
+    the browser: clockshift.c maps this file; it is written in place, never replaced)."""
+    off_ns = int(round(offset_s * 1e9))
+    fd = os.open(spec_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size < CLOCK_FILE_BYTES:
+            os.ftruncate(fd, CLOCK_FILE_BYTES)
+        os.pwrite(fd, struct.pack("=q", off_ns), 0)
+    finally:
+        os.close(fd)
 
 
-def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path, fake_monotonic: bool = False) -> str:
-    """A script that runs ``binary`` with libfaketime preloaded, reading the clock offset
-    from ``spec_file`` (re-read every FAKETIME_REREAD_S, so it can move between visits).
+def clock_offset(spec_file: Path) -> float:
+    """The offset (seconds) a clock file holds."""
+    with open(spec_file, "rb") as f:
+        return struct.unpack("=q", f.read(8))[0] / 1e9
 
-    Not ``faketime -f SPEC``: that sets FAKETIME, which libfaketime prefers over
-    FAKETIME_TIMESTAMP_FILE, so the offset could never move (tried here). Monotonic clocks
-    stay real (FAKETIME_DONT_FAKE_MONOTONIC) unless ``fake_monotonic``: only the wall clock,
-    which session caches compare expiry times with, jumps. Chromium 156 does not start with
-    real monotonic clocks under libfaketime 0.9.10 (its zygote stops answering; tried here),
-    so its monotonic clock jumps along (like a machine resuming from suspend)."""
+
+def clockshift_library() -> Path:
+    """clockshift.c built once per source version (gcc, scripts/install.sh) into the cache."""
+    src = CLOCKSHIFT_SOURCE.read_bytes()
+    tag = hashlib.sha256(src).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netsurvey"
+    lib = cache / f"clockshift-{tag}.so"
+    if lib.exists():
+        return lib
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise UsageError("moving a browser's clock needs gcc (scripts/install.sh) to build clockshift.c")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(CLOCKSHIFT_SOURCE), "-ldl"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("building clockshift.c failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+    os.replace(tmp, lib)
+    return lib
+
+
+def _faketime_wrapper(binary: str, spec_file: Path, out_dir: Path, shift_monotonic: bool = False) -> str:
+    """A script that runs ``binary`` with clockshift.c preloaded: its wall clock (REALTIME,
+    gettimeofday, time) = real time + the offset in ``spec_file``, movable at any moment
+    (:func:`set_clock_offset`); monotonic clocks stay real unless ``shift_monotonic`` (they
+    then jump by the same offset: WebKit, whose TLS session cache in glib-networking 2.74 expires
+    by g_get_monotonic_time, tls/gnutls/gtlsbackend-gnutls.c:182,200,245).
+
+    Not libfaketime 0.9.10 (tried here): Firefox ESR 153 hangs at start under it (even
+    ``--version``, FAKETIME=+0, real or faked monotonic clocks), and Chromium 156 started only
+    with its monotonic clock faked as well (its zygote stopped answering otherwise), which made
+    every jump a jump of its monotonic clock too and its results irreproducible."""
     if not spec_file.exists():
         set_clock_offset(spec_file, 0)
-    w = out_dir / f"{Path(binary).name}-faketime.sh"
+    lib = clockshift_library()
+    w = out_dir / f"{Path(binary).name}-clockshift.sh"
     w.write_text("#!/bin/sh\n"
-                 f"export LD_PRELOAD={LIBFAKETIME} FAKETIME_TIMESTAMP_FILE={spec_file} "
-                 f"FAKETIME_CACHE_DURATION={int(FAKETIME_REREAD_S)}"
-                 + ("" if fake_monotonic else " FAKETIME_DONT_FAKE_MONOTONIC=1") + "\n"
+                 f"export LD_PRELOAD={lib} NETSURVEY_CLOCK_FILE={spec_file}"
+                 + (" NETSURVEY_CLOCK_MONOTONIC=1" if shift_monotonic else "") + "\n"
                  f"exec {binary} \"$@\"\n")
     w.chmod(0o755)
     return str(w)
@@ -194,7 +233,8 @@ def _start_webkit(opts: BrowserOptions, profile: Path):
     x, display = _start_xvfb()
     try:
         o = Options()
-        o.binary_location = (_faketime_wrapper(WEBKIT_BINARY, opts.faketime, profile.parent)
+        o.binary_location = (_faketime_wrapper(WEBKIT_BINARY, opts.faketime, profile.parent,
+                                               shift_monotonic=opts.shift_monotonic)
                              if opts.faketime else WEBKIT_BINARY)
         o.add_argument("--automation")
         o.accept_insecure_certs = True
@@ -215,7 +255,7 @@ def _start_chromium(opts: BrowserOptions, profile: Path):
     if not os.path.exists(CHROMIUM_BINARY) or not os.path.exists(CHROMEDRIVER):
         raise UsageError("chromium / chromium-driver are not installed (scripts/install.sh)")
     o = webdriver.ChromeOptions()
-    o.binary_location = (_faketime_wrapper(CHROMIUM_BINARY, opts.faketime, profile.parent, fake_monotonic=True)
+    o.binary_location = (_faketime_wrapper(CHROMIUM_BINARY, opts.faketime, profile.parent)
                          if opts.faketime else CHROMIUM_BINARY)
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",

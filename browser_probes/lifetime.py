@@ -1,8 +1,9 @@
 """The browser's own lifetime of resumption state (Sy 2019, Tables 4.2 and 6.1 "lifetime"
 columns), measured by moving the browser's clock, not by waiting.
 
-One *probe* = a fresh browser (fresh profile) whose wall clock runs under libfaketime
-(:func:`~browser_probes.drivers.set_clock_offset`): it visits the host (context 1, clock
+One *probe* = a fresh browser (fresh profile) whose wall clock is moved by clockshift.c, an
+LD_PRELOAD shim (:func:`~browser_probes.drivers.set_clock_offset`; libfaketime 0.9.10 could not
+run Firefox and only ran Chromium with its monotonic clock faked too): it visits the host (context 1, clock
 offset 0), its connections are closed, its clock is moved forward by the probe's age, and it
 visits again (context 2). The server runs in real time and is configured never to expire the
 state during the experiment (``*.life*.track.test``: 30-day session cache / ticket /
@@ -34,12 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, FAKETIME_REREAD_S
+from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, CLOCK_SETTLE_S
 from .owner import SocketOwners, attribute
 from .tracking import ObserverProcess, Probe, _close_tab, _service_pid, judge
 
 DAY_S = 86400.0
 MAX_AGE_S = 30 * DAY_S
+# RFC 8446 sec. 4.6.1: "Servers MUST NOT use any value greater than 604800 seconds (7 days)" for a
+# TLS 1.3 ticket_lifetime; the testbed's nginx (OpenSSL) announces 604800 s for life.track.test
+# (session timeout 30 days; read with Python's ssl, SSLSession.ticket_lifetime_hint, 2026-11-24).
+TLS13_MAX_TICKET_LIFETIME_S = 604800.0
+CLOCK_MOVER = "clockshift"       # browser_probes/clockshift.c (browser_lifetime_probe.clock_mover)
 KEEPALIVE_S = 5.0          # the testbed's nginx keepalive_timeout (testbed/nginx.py)
 
 # state -> (testbed host with never-expiring state, observer mechanism name)
@@ -57,10 +63,19 @@ SHORT_HOSTS = {"tls13-psk": "hint.track.test"}
 # the 1-day ticket lifetime of t.test and the 1-hour QUIC ticket lifetime of www.example.test.
 FALLBACK_HOSTS = {"tls12-session-id": "id.track.test", "tls12-ticket": "tls12.track.test",
                   "tls13-psk": "t.test", "quic-token": "www.example.test", "quic-psk": "www.example.test"}
-# engines that cannot run under libfaketime here: n/a with the reason
-NO_FAKETIME = {"firefox": "Firefox ESR 153 hangs at start under libfaketime 0.9.10 (even `firefox-esr --version` "
-                          "with FAKETIME=+0; with real or faked monotonic clocks, libfaketime or libfaketimeMT, "
-                          "FAKETIME_DISABLE_SHM: tried here), so its clock cannot be moved"}
+# engines whose clock cannot be moved here: n/a with the reason (none since clockshift.c)
+NO_FAKETIME: dict[str, str] = {}
+# Engines whose session cache expires by the *monotonic* clock: their monotonic clocks jump with
+# the wall clock in a probe (clockshift.c, NETSURVEY_CLOCK_MONOTONIC). glib-networking 2.74
+# (WebKitGTK's TLS): SESSION_CACHE_MAX_AGE = 10 min, expiration_time = g_get_monotonic_time() +
+# that, checked against g_get_monotonic_time() on lookup (tls/gnutls/gtlsbackend-gnutls.c:182,
+# 200, 245). Chromium (base::Time in SSLClientSessionCache, BoringSSL's gettimeofday) and Firefox
+# (NSS: ssl_Time = PR_Now) compare wall-clock times only; their monotonic clocks stay real.
+SHIFT_MONOTONIC = {"webkit"}
+# Engines that use a resumption token once: Firefox's SSLTokensCache::Get removes the record it
+# hands out (netwerk/base/SSLTokensCache.cpp, cacheEntry->RemoveWithId), so a second connection
+# of the first visit can use up the TLS 1.2 ticket (TLS 1.3 servers issue several).
+SINGLE_USE_TOKENS = {"firefox"}
 # WebKit (glib-networking) keys its session cache by server *address*, host name, port and
 # client certificate (gtlsclientconnection-gnutls.c, g_tls_client_connection_gnutls_compute_session_id:
 # "%s/%s/%d/%s"): on a dual-stack host a revisit over the other address family never resumes,
@@ -100,7 +115,10 @@ def targets(truth: dict, short: bool = False, browser: str = "") -> dict[str, Ta
         host = host if host in tls else FALLBACK_BY_BROWSER.get(browser, {}).get(st, FALLBACK_HOSTS[st])
         if host in tls:
             a = tuple(tls[host]["addresses"])
-            out[st] = Target(st, host, a[0], float(tls[host]["session_timeout"]), addresses=a)
+            limit = float(tls[host]["session_timeout"])
+            if st == "tls13-psk":         # what the server announces in its NewSessionTicket
+                limit = min(limit, TLS13_MAX_TICKET_LIFETIME_S)
+            out[st] = Target(st, host, a[0], limit, addresses=a)
     from .quic_tracking import QUIC_STATE
     for st, host in QUIC_STATES.items():
         host = host if host in quic else FALLBACK_HOSTS[st]
@@ -159,9 +177,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _get_after_jump(b, url: str) -> None:
-    """Visit ``url`` after a clock jump. Chromium (monotonic clock jumped too) sometimes answers
-    the first navigation after a jump with "Timed out receiving message from renderer: -0.001":
-    one retry."""
+    """Visit ``url`` after a clock jump; one retry if WebDriver fails (under libfaketime,
+    with its monotonic clock jumping too, Chromium answered the first navigation after a jump
+    with "Timed out receiving message from renderer: -0.001"; not seen with clockshift)."""
     try:
         b.driver.get(url)
     except WEBDRIVER_ERRORS:
@@ -182,6 +200,14 @@ def _evidence(recs: list[dict]) -> list[dict]:
     return out
 
 
+def _resumed(r: dict) -> bool:
+    """The server resumed this connection (TLS 1.3 PSK accepted, TLS 1.2 ticket presented and
+    no new ID, or the client's session ID echoed)."""
+    sid = r.get("session_id")
+    return bool(r.get("server_accepted_psk") or (sid and sid == r.get("server_session_id"))
+                or (r.get("ticket") and r.get("server_version") == "1.2" and not r.get("issued_ticket")))
+
+
 def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProcess,
               profile_root: Optional[Path] = None) -> ProbeResult:
     """One TLS probe at clock offset ``offset_s`` (see the module doc)."""
@@ -194,7 +220,8 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
     version = ""
     url = f"https://{target.host}/"
     try:
-        b = start_browser(BrowserOptions(browser=browser, profile_dir=prof / "p", faketime=spec))
+        b = start_browser(BrowserOptions(browser=browser, profile_dir=prof / "p", faketime=spec,
+                                         shift_monotonic=browser in SHIFT_MONOTONIC))
         owners.add_root(_service_pid(b))
         version = b.version
         t0 = time.time()
@@ -203,7 +230,7 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
         _close_connections(b, target.host)
         _close_tab(b)
         set_clock_offset(spec, offset_s)
-        time.sleep(FAKETIME_REREAD_S + 0.2)
+        time.sleep(CLOCK_SETTLE_S + 0.2)
         t1 = time.time()
         _get_after_jump(b, url)
         time.sleep(1.6)          # observer linger + margin
@@ -234,6 +261,16 @@ def probe_tls(browser: str, target: Target, offset_s: float, obs: ObserverProces
     if first and second:
         age = offset_s + (min(r["ts"] for r in second) - min(r["ts"] for r in first))
     detail = v.detail
+    issued = {r.get("issued_ticket") for r in first if r.get("issued_ticket")}
+    if (target.state == "tls12-ticket" and browser in SINGLE_USE_TOKENS and v.presented is False
+            and any(_resumed(r) and r.get("ticket") in issued for r in first)):
+        # a second connection of context 1 (e.g. after the connections were closed) already
+        # resumed with the ticket, and Firefox uses a TLS 1.2 ticket once (seen at 1617 s while
+        # 1500, 1700, 3600 s and 1 day presented): not evidence about the age. (TLS 1.3 servers
+        # issue several tickets; session IDs are not consumed.)
+        return ProbeResult(target.state, target.host, offset_s, age, None, None,
+                           "inconclusive: context 1 already resumed its own state on a second connection ("
+                           + detail + ")", {"first": _evidence(first), "second": _evidence(second)}, version)
     if v.verdict != "n/a" and not second:
         return ProbeResult(target.state, target.host, offset_s, None, None, None,
                            f"no new connection to {target.host} in context 2 (connection reused?)",
@@ -278,7 +315,7 @@ def probe_quic(browser: str, target: Target, offset_s: float,
         _close_tab(b)
         off1 = log.stat().st_size
         set_clock_offset(spec, offset_s)
-        time.sleep(FAKETIME_REREAD_S + 0.2)
+        time.sleep(CLOCK_SETTLE_S + 0.2)
         _get_after_jump(b, f"https://{target.host}/")
         time.sleep(0.5)
         off2 = log.stat().st_size
@@ -412,10 +449,11 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
         with conn.transaction():
             conn.execute(
                 "INSERT INTO browser_lifetime_probe (run_id, probe_no, browser, browser_version, state, server_name,"
-                " server_limit_s, clock_offset_s, age_s, presented, accepted, detail, evidence)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                " server_limit_s, clock_offset_s, age_s, presented, accepted, detail, evidence, clock_mover,"
+                " monotonic_shifted) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (run_id, counter[0], browser, p.browser_version or None, t.state, t.host, t.server_limit_s,
-                 p.offset_s, p.age_s, p.presented, p.accepted, p.detail, json.dumps(p.evidence)))
+                 p.offset_s, p.age_s, p.presented, p.accepted, p.detail, json.dumps(p.evidence), CLOCK_MOVER,
+                 browser in SHIFT_MONOTONIC))
         counter[0] += 1
         if log:
             log(f"{browser} {t.state} offset {p.offset_s:.0f} s age "
@@ -479,8 +517,8 @@ def run_lifetime(db, run_id: int, truth: dict, browsers: list[str], states: list
                     conn.execute(
                         "INSERT INTO browser_lifetime (run_id, browser, browser_version, os, state, server_name,"
                         " server_limit_s, max_age_s, longest_presented_age_s, shortest_absent_age_s, status, probes,"
-                        " detail) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                        (run_id, *row.values()))
+                        " detail, clock_mover) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        (run_id, *row.values(), CLOCK_MOVER))
                 out.append(row)
     finally:
         if obs is not None:
