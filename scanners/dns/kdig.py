@@ -92,10 +92,13 @@ COLUMNS = ["run_id", "hostname", "qtype", "nameserver", "subnet", "client", "sta
 
 def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: str, client: str) -> dict:
     """Ask every name without ECS and with each subnet; one row per question, committed as
-    it is answered (a run ended by a signal keeps what it asked)."""
+    it is answered (a run ended by a signal keeps what it asked). In a shard the rows go
+    through the shard's transaction (ResultWriter): committed with its job_shard row, once,
+    stamped with its shard_id."""
+    from netsurvey.writer import ResultWriter
+
     counts: dict = {}
-    sql = (f"INSERT INTO dns_second_opinion ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})")
-    with ctx.db.connect() as conn:
+    with ResultWriter(ctx.db, "dns_second_opinion", COLUMNS, batch_rows=1) as w:
         for name in names:
             for s in [None, *subnets]:
                 wait = ctx.limiter.take_sync(server[0])
@@ -103,11 +106,10 @@ def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: st
                     time.sleep(wait)
                 v = ask(server, name, qtype, s)
                 counts[v.status] = counts.get(v.status, 0) + 1
-                conn.execute(sql, (ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
-                                   v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
-                                   ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
-                                   v.source_prefix, v.scope_prefix))
-                conn.commit()
+                w.write((ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
+                         v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
+                         ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
+                         v.source_prefix, v.scope_prefix))
     return counts
 
 
