@@ -90,3 +90,18 @@ def test_dns_second_opinion_inline_rows_with_subnet(db, dns_server, loopback_con
                             " ORDER BY subnet NULLS FIRST", (run_id,)).fetchall()
     assert rows == [(None, 42, "success", None), ("198.18.0.0", 42, "success", None)], rows
     assert len(log) == 2
+
+
+def test_kdig_silent_server_is_a_timeout():
+    """kdig 3.2's output for a server that never answers (captured above, +retry=0) is a
+    'timeout', not an 'error' (the first WARNING line, 'response timeout for ...', matched
+    neither 'timed out' nor 'failed to query')."""
+    from scanners.dns.kdig import parse
+
+    text = (";; WARNING: response timeout for 127.0.0.1@53999(UDP)\n"
+            ";; ERROR: failed to query server 127.0.0.1@53999(UDP)\n")
+    v = parse(text, "x.test", "A")
+    assert v.status == "timeout" and "response timeout" in v.error, v
+    unreachable = (";; WARNING: can't send query to 198.18.150.99@53(UDP)\n"
+                   ";; ERROR: failed to query server 198.18.150.99@53(UDP)\n")
+    assert parse(unreachable, "x.test", "A").status == "error"

@@ -58,7 +58,10 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
     if not st:
         err = next((ln.strip(";; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
                    "no reply")
-        return KdigVerdict("timeout" if "timed out" in err or "failed to query" in err else "error", error=err[:300])
+        # kdig 3.x says "response timeout for SERVER" (then "failed to query server", also
+        # when the query could not be sent at all): a silent server is a timeout
+        timeout = "response timeout" in text or "timed out" in text
+        return KdigVerdict("timeout" if timeout else "error", error=err[:300])
     fl = _FLAGS.search(text)
     ecs = _ECS.search(text)
     owner = name.rstrip(".").lower() + "."
