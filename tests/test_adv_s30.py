@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import struct
 import threading
+import time
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.rrset
@@ -20,11 +23,43 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def dns_server():
     """An authoritative server on loopback that answers every A question (TTL 42) and logs
-    each question it receives: (name, source address)."""
+    each question it receives: (name, source address, arrival time, transport). Names whose
+    first label starts with 'silent' get no reply; 'tc' a truncated one (then TCP answers)."""
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
-    log: list[tuple[str, str]] = []
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp.bind(("127.0.0.1", udp.getsockname()[1]))
+    tcp.listen(16)
+    log: list[tuple] = []
     stop = threading.Event()
+
+    def answer(q, tc=False):
+        r = dns.message.make_response(q)
+        r.flags |= dns.flags.AA
+        if tc:
+            r.flags |= dns.flags.TC
+        else:
+            r.answer.append(dns.rrset.from_text(q.question[0].name, 42, "IN", "A", "198.18.2.1"))
+        return r.to_wire()
+
+    def serve_tcp():
+        tcp.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, addr = tcp.accept()
+            except socket.timeout:
+                continue
+            log.append(("(tcp connect)", addr[0], time.monotonic(), "tcp"))
+            with c:
+                c.settimeout(2)
+                try:
+                    n = struct.unpack("!H", c.recv(2))[0]
+                    q = dns.message.from_wire(c.recv(n))
+                except (OSError, struct.error, dns.exception.DNSException):
+                    continue
+                r = answer(q)
+                c.sendall(struct.pack("!H", len(r)) + r)
 
     def serve():
         udp.settimeout(0.2)
@@ -34,18 +69,20 @@ def dns_server():
             except socket.timeout:
                 continue
             q = dns.message.from_wire(data)
-            log.append((q.question[0].name.to_text().rstrip("."), addr[0]))
-            r = dns.message.make_response(q)
-            r.flags |= dns.flags.AA
-            r.answer.append(dns.rrset.from_text(q.question[0].name, 42, "IN", "A", "198.18.2.1"))
-            udp.sendto(r.to_wire(), addr)
+            name = q.question[0].name.to_text().rstrip(".")
+            log.append((name, addr[0], time.monotonic(), "udp"))
+            if not name.startswith("silent"):
+                udp.sendto(answer(q, tc=name.startswith("tc")), addr)
 
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
+    threads = [threading.Thread(target=f, daemon=True) for f in (serve, serve_tcp)]
+    for t in threads:
+        t.start()
     yield udp.getsockname()[1], log
     stop.set()
-    t.join(2)
+    for t in threads:
+        t.join(2)
     udp.close()
+    tcp.close()
 
 
 @pytest.fixture
@@ -75,7 +112,7 @@ def test_dns_second_opinion_sharded_rows_once_with_their_shard(db, dns_server, l
     assert status == "finished"
     assert sorted(h for h, _ in rows) == sorted(names), rows          # once each
     assert all(s in shard_ids for _, s in rows), (rows, shard_ids)    # stamped with a committed shard
-    assert {n for n, _ in log} == set(names)                          # the server saw them all
+    assert {e[0] for e in log} == set(names)                          # the server saw them all
 
 
 @pytest.mark.skipif(shutil.which("kdig") is None, reason="kdig (knot-dnsutils) not installed")
@@ -90,6 +127,26 @@ def test_dns_second_opinion_inline_rows_with_subnet(db, dns_server, loopback_con
                             " ORDER BY subnet NULLS FIRST", (run_id,)).fetchall()
     assert rows == [(None, 42, "success", None), ("198.18.0.0", 42, "success", None)], rows
     assert len(log) == 2
+
+
+@pytest.mark.skipif(shutil.which("kdig") is None, reason="kdig (knot-dnsutils) not installed")
+@pytest.mark.parametrize("first", ["silent", "tc"])
+def test_dns_second_opinion_rate_holds_at_the_server(db, dns_server, loopback_config, first):
+    """--rate 0.4: the server must never see more than 1 + 0.4 x (time span) packets
+    (questions and TCP connections) - kdig's own retry (+retry=1, 2 s later) and its TCP
+    fallback after a truncated reply (at once) went out without a token."""
+    port, log = dns_server
+    p = run_cli("--config", str(loopback_config), "scan", "dns-second-opinion", "--name", f"{first}1.adv.test",
+                "--nameserver", f"127.0.0.1:{port}", "--rate", "0.4",
+                dsn=db.dsn, timeout=60)
+    assert p.returncode == 0, p.stderr
+    times = sorted(e[2] for e in log)
+    assert times
+    for i, t0 in enumerate(times):          # every window starting at a packet
+        for j in range(i, len(times)):
+            allowed = 1 + 0.4 * (times[j] - t0) + 0.1
+            assert j - i + 1 <= allowed, f"{j - i + 1} packets in {times[j] - t0:.2f} s at --rate 0.4: {log}"
+    assert len(times) == 2, log             # silent: both tries; tc: UDP, then TCP
 
 
 def test_kdig_silent_server_is_a_timeout():
