@@ -162,3 +162,17 @@ def test_kdig_silent_server_is_a_timeout():
     unreachable = (";; WARNING: can't send query to 198.18.150.99@53(UDP)\n"
                    ";; ERROR: failed to query server 198.18.150.99@53(UDP)\n")
     assert parse(unreachable, "x.test", "A").status == "error"
+
+
+def test_dns_top_without_list_is_bad_input(db, dns_server, loopback_config):
+    """--top only selects from a --list: with --name alone a --top (here negative) is bad
+    input - one line, exit 2, no run, no question (it was ignored: exit 0, the name asked)."""
+    port, log = dns_server
+    for kind in ("dns-second-opinion", "dns-ttl"):
+        p = run_cli("--config", str(loopback_config), "scan", kind, "--name", "a.adv.test", "--top", "-5",
+                    "--nameserver", f"127.0.0.1:{port}", dsn=db.dsn)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (kind, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run").fetchone()[0] == 0
+    assert log == []

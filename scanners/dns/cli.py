@@ -57,6 +57,8 @@ def _targets(list_name: Optional[str], top: Optional[int], names: list[str]):
 
     if not list_name and not names:
         raise UsageError("give --list NAME or at least one --name HOSTNAME")
+    if top is not None and not list_name:
+        raise UsageError("--top selects from a --list: give --list NAME")
     out_t = []
     if list_name:
         out_t += [ScanTarget(t.hostname, None, 53, t.rank) for t in select_targets(migrated_db(), list_name, top)]
