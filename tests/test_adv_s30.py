@@ -176,3 +176,20 @@ def test_dns_top_without_list_is_bad_input(db, dns_server, loopback_config):
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run").fetchone()[0] == 0
     assert log == []
+
+
+@pytest.mark.parametrize("args", [["--pages", "abc"], ["--bogus"], ["--pages", "0"], ["--profiles", "nosuch"]],
+                         ids=["pages-abc", "bogus-option", "pages-0", "unknown-profile"])
+def test_blast_validation_bad_input_one_line(args):
+    """scripts/blast_validation.py: bad input is one line on stderr, exit 2, before anything
+    is started (argparse printed its usage line too; an unknown profile was found only after
+    'testbed timing up' and the pages were written: exit 1)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "blast_validation.py"), *args],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (p.returncode, p.stderr)
+    assert p.stdout == ""
