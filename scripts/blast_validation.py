@@ -70,8 +70,16 @@ def run(profiles: list[str], browsers: list[str], n_pages: int = 30, seed: int =
     return {"runs": runs, "pages": pages}
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse prints its usage too)."""
+
+    def error(self, message):
+        print(f"blast_validation: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = _OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", default="cable,lte")
     ap.add_argument("--browsers", default="chromium,firefox")
     ap.add_argument("--pages", type=int, default=30)
@@ -83,6 +91,14 @@ def main(argv=None) -> int:
     bad = [b for b in browsers if b not in ("chromium", "firefox", "webkit")]
     if not profiles or not browsers or bad or not 1 <= a.pages <= 200:
         print("blast_validation: give --profiles P,.. --browsers chromium,firefox and 1 <= --pages <= 200",
+              file=sys.stderr)
+        return 2
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    known = [p.name for p in load_testbed_config(DEFAULT_TESTBED_CONFIG).profiles]
+    unknown = [p for p in profiles if p not in known]
+    if unknown:   # before anything is started or written (a typo was found after 'testbed timing up')
+        print(f"blast_validation: --profiles {','.join(unknown)}: no such profile (known: {', '.join(known)})",
               file=sys.stderr)
         return 2
     if os.geteuid() != 0:

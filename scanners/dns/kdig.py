@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 KDIG_TIMEOUT_S = 2
+#: UDP tries per question. kdig itself never retries (+retry=0) nor falls back to TCP
+#: (+ignore): each try, and the TCP question after a truncated reply, is a packet of its
+#: own that takes its token from the run's limiter (:func:`ask_paced`).
+KDIG_ATTEMPTS = 2
 
 _STATUS = re.compile(r";; ->>HEADER<<- opcode: \w+; status: (\w+);")
 _FLAGS = re.compile(r";; Flags: ([a-z ]*); QUERY: \d+; ANSWER: (\d+); AUTHORITY: (\d+); ADDITIONAL: (\d+)")
@@ -35,6 +39,7 @@ class KdigVerdict:
     source_prefix: Optional[int] = None
     scope_prefix: Optional[int] = None
     error: Optional[str] = None
+    truncated: bool = False          # TC set (kdig asked with +ignore: no TCP of its own)
 
 
 def kdig_binary() -> str:
@@ -58,7 +63,10 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
     if not st:
         err = next((ln.strip(";; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
                    "no reply")
-        return KdigVerdict("timeout" if "timed out" in err or "failed to query" in err else "error", error=err[:300])
+        # kdig 3.x says "response timeout for SERVER" (then "failed to query server", also
+        # when the query could not be sent at all): a silent server is a timeout
+        timeout = "response timeout" in text or "timed out" in text
+        return KdigVerdict("timeout" if timeout else "error", error=err[:300])
     fl = _FLAGS.search(text)
     ecs = _ECS.search(text)
     owner = name.rstrip(".").lower() + "."
@@ -68,22 +76,43 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
         if len(f) == 5 and f[0].lower() == owner and f[2] == "IN" and f[3] == qtype and not ln.startswith(";"):
             rrs.append((int(f[1]), f[4]))
     return KdigVerdict("success", rcode=st.group(1), authoritative=("aa" in fl.group(1).split()) if fl else None,
+                       truncated=bool(fl) and "tc" in fl.group(1).split(),
                        ttl=min(t for t, _ in rrs) if rrs else None, answers=tuple(sorted(v for _, v in rrs)),
                        authority_count=int(fl.group(3)) if fl else None,
                        ecs_address=ecs.group(1) if ecs else None, source_prefix=int(ecs.group(2)) if ecs else None,
                        scope_prefix=int(ecs.group(3)) if ecs else None)
 
 
-def ask(server: tuple[str, int], name: str, qtype: str, subnet=None) -> KdigVerdict:
+def ask(server: tuple[str, int], name: str, qtype: str, subnet=None, tcp: bool = False) -> KdigVerdict:
+    """One kdig question: one UDP query (no retry, no TCP fallback), or one over TCP."""
     argv = [kdig_binary(), f"@{server[0]}", "-p", str(server[1]), name, qtype, "+norec",
-            f"+time={KDIG_TIMEOUT_S}", "+retry=1"]
+            f"+time={KDIG_TIMEOUT_S}", "+retry=0", "+tcp" if tcp else "+ignore"]
     if subnet is not None:
         argv.append(f"+subnet={subnet}")
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=4 * KDIG_TIMEOUT_S + 2)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=2 * KDIG_TIMEOUT_S + 2)
     except subprocess.TimeoutExpired:
         return KdigVerdict("timeout", error="kdig did not finish")
     return parse(r.stdout + r.stderr, name, qtype)
+
+
+def ask_paced(limiter, server: tuple[str, int], name: str, qtype: str, subnet=None) -> KdigVerdict:
+    """Up to KDIG_ATTEMPTS UDP tries, then TCP after a truncated reply; every packet kdig
+    sends waits for its token (global rate and per-destination limit)."""
+    def pace():
+        wait = limiter.take_sync(server[0])
+        if wait > 0:
+            time.sleep(wait)
+
+    for _ in range(KDIG_ATTEMPTS):
+        pace()
+        v = ask(server, name, qtype, subnet)
+        if v.status != "timeout":
+            break
+    if v.status == "success" and v.truncated:
+        pace()
+        v = ask(server, name, qtype, subnet, tcp=True)
+    return v
 
 
 COLUMNS = ["run_id", "hostname", "qtype", "nameserver", "subnet", "client", "status", "error", "rcode",
@@ -92,22 +121,21 @@ COLUMNS = ["run_id", "hostname", "qtype", "nameserver", "subnet", "client", "sta
 
 def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: str, client: str) -> dict:
     """Ask every name without ECS and with each subnet; one row per question, committed as
-    it is answered (a run ended by a signal keeps what it asked)."""
+    it is answered (a run ended by a signal keeps what it asked). In a shard the rows go
+    through the shard's transaction (ResultWriter): committed with its job_shard row, once,
+    stamped with its shard_id."""
+    from netsurvey.writer import ResultWriter
+
     counts: dict = {}
-    sql = (f"INSERT INTO dns_second_opinion ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})")
-    with ctx.db.connect() as conn:
+    with ResultWriter(ctx.db, "dns_second_opinion", COLUMNS, batch_rows=1) as w:
         for name in names:
             for s in [None, *subnets]:
-                wait = ctx.limiter.take_sync(server[0])
-                if wait > 0:
-                    time.sleep(wait)
-                v = ask(server, name, qtype, s)
+                v = ask_paced(ctx.limiter, server, name, qtype, s)
                 counts[v.status] = counts.get(v.status, 0) + 1
-                conn.execute(sql, (ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
-                                   v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
-                                   ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
-                                   v.source_prefix, v.scope_prefix))
-                conn.commit()
+                w.write((ctx.run.id, name, qtype, ipaddress.ip_address(server[0]), s, client, v.status,
+                         v.error, v.rcode, v.authoritative, v.ttl, list(v.answers), v.authority_count,
+                         ipaddress.ip_address(v.ecs_address) if v.ecs_address else None,
+                         v.source_prefix, v.scope_prefix))
     return counts
 
 

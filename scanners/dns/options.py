@@ -47,14 +47,24 @@ def targets_from_options(list_name: Optional[str], top: Optional[int], names: li
 
     if not list_name and not names:
         raise UsageError("give --list NAME or at least one --name HOSTNAME")
+    if top is not None and not list_name:
+        raise UsageError("--top selects from a --list: give --list NAME")
     out_t = []
     if list_name:
         out_t += [ScanTarget(t.hostname, None, 53, t.rank) for t in select_targets(migrated_db(), list_name, top)]
+    from netsurvey import shard
+
+    spec = shard.current()
     for n in names:
         try:
-            out_t.append(ScanTarget(normalize_hostname(n), None, 53, None))
+            h = normalize_hostname(n)
         except ValueError as exc:
             raise UsageError(f"--name {n!r}: {exc}") from None
+        if spec is not None:   # in a shard: only its own names (as select_targets does for a list)
+            shard.mark_filtered()
+            if shard.shard_of(h, spec.count) != spec.index:
+                continue
+        out_t.append(ScanTarget(h, None, 53, None))
     return out_t
 
 

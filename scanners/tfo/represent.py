@@ -25,6 +25,12 @@ def held_cookies(db, run_id: int) -> list[tuple[Optional[str], str, bytes]]:
             (run_id,)).fetchall()
     if not rows:
         raise UsageError(f"--cookies-from: run {run_id} received no cookies")
+    from netsurvey import shard
+
+    spec = shard.current()
+    if spec is not None:   # a shard presents the cookies of its own addresses only
+        shard.mark_filtered()
+        rows = [r for r in rows if shard.shard_of(r[1], spec.count) == spec.index]
     return [(h, a, bytes(c)) for h, a, c in rows]
 
 
