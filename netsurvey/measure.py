@@ -254,8 +254,24 @@ def _interrupted(ctx: RunContext) -> None:
             pass
 
 
-def _raise_terminated(signum: int) -> None:
-    raise Terminated(signum)
+#: After a signal was handed to the event loop: how long its callback may wait for the loop
+#: before the signal is raised where the main thread stands (a blocking call inside a
+#: coroutine - a paced raw-socket sender - never gives the loop back).
+LOOP_GRACE_S = 1.0
+
+
+class _Pending:
+    """A signal handed to the running event loop and not yet raised there."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.delivered = False
+
+    def raise_in_loop(self) -> None:
+        from .runctx import LoopTerminated
+
+        self.delivered = True
+        raise LoopTerminated(self.signum)
 
 
 class _signals_raise:
@@ -267,6 +283,15 @@ class _signals_raise:
         self._saved = {}
         if threading.current_thread() is not threading.main_thread():
             return self
+        main_id = threading.main_thread().ident
+        pending: list[_Pending] = []
+
+        def watchdog(p: _Pending) -> None:
+            import time
+
+            time.sleep(LOOP_GRACE_S)
+            if not p.delivered:   # the loop is blocked: signal again, raised in place below
+                signal.pthread_kill(main_id, p.signum)
 
         def handler(signum, frame):
             import asyncio
@@ -277,13 +302,18 @@ class _signals_raise:
             if ctx is not None:
                 ctx.interrupted = True
             loop = asyncio._get_running_loop()
-            if loop is not None:
+            if loop is not None and not pending:
                 # raised here it would be the exception of whichever task's frame the signal
                 # interrupted: asyncio keeps it to that task (a scan worker even records it)
                 # and the scan went on (issue 26: a 10K-target scan ignored SIGTERM/SIGINT).
                 # Raised from a callback of its own it leaves run_forever; asyncio.run then
-                # cancels the tasks.
-                loop.call_soon_threadsafe(_raise_terminated, signum)
+                # cancels the tasks. If the loop does not run the callback within
+                # LOOP_GRACE_S (blocking code in a coroutine: scan tfo --cidr stayed running
+                # after SIGTERM), the watchdog signals again and it is raised in place.
+                p = _Pending(signum)
+                pending.append(p)
+                loop.call_soon_threadsafe(p.raise_in_loop)
+                threading.Thread(target=watchdog, args=(p,), daemon=True, name="signal-watchdog").start()
                 return
             raise Terminated(signum)
 

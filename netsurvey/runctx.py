@@ -104,11 +104,19 @@ class DryRunDone(Exception):
     cancelled run: the run path ends the command with exit code 0, nothing contacted."""
 
 
-class Terminated(KeyboardInterrupt):
+class Terminated(BaseException):
     """SIGTERM or SIGINT arrived while a measurement ran (not an ``Exception``: a scanner's
-    ``except Exception`` must not swallow it; a ``KeyboardInterrupt`` so that asyncio lets
-    it out of the event loop instead of keeping it as one task's exception)."""
+    ``except Exception`` must not swallow it). Raised where the main thread stands; inside
+    an event loop's task it ends that task, and ``asyncio.run`` returns it."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+class LoopTerminated(Terminated, KeyboardInterrupt):
+    """:class:`Terminated` raised from an event-loop callback of its own: a
+    ``KeyboardInterrupt`` so that the loop lets it out of ``run_forever`` (any other
+    exception of a callback is only logged), after which ``asyncio.run`` cancels the tasks.
+    Raised inside a task instead it would stay that task's exception (a scan worker even
+    recorded it and the scan went on: issue 26)."""

@@ -147,7 +147,11 @@ def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, 
         store.close()
         return counts
     except BaseException:
-        scanner.ctx.run.finish("cancelled" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "failed")
+        from netsurvey.runctx import Terminated
+
+        exc = sys.exc_info()[1]   # SIGTERM/SIGINT in the run path (Terminated, a KeyboardInterrupt): 'failed'
+        scanner.ctx.run.finish("cancelled" if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated)
+                               else "failed")
         raise
 
 
