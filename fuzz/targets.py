@@ -310,7 +310,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tls_ticket_layout", tls_ticket_layout, "scanners.tls.wire",
            "ticket layout families and key id length over 1-4 tickets (issue 24)"),
     Target("quic_token_layout", quic_token_layout, "scanners.quic.tokens",
-           "QUIC NEW_TOKEN token layouts (netsurvey, ngtcp2, quic-go) over 1-4 tokens (issue 24)", 1024),
+           "QUIC NEW_TOKEN token layouts (netsurvey, ngtcp2, quic-go, quinn) over 1-4 tokens (issue 24)", 1024),
     Target("tls_certificate", tls_certificate, "scanners.tls.engine", "DER certificate -> fingerprint, issuer, SANs", 8192),
     Target("dns_reply", dns_reply, "scanners.dns.wire", "DNS replies (names, compression, RRs, EDNS/ECS)", 1500),
     Target("quic_version_negotiation", quic_version_negotiation, "scanners.quic.vn", "QUIC Version Negotiation", 1500),
