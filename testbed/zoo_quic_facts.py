@@ -149,8 +149,10 @@ QUINN_FACTS = {
                   "its path is validated', :512); src/connection/mod.rs:3790-3799 on_path_validated() clears the "
                   "unsent ones and queues `sent` NEW_TOKEN frames. BUT it is called for every client Handshake "
                   "packet processed in the handshake state (:2547-2559), and tokens already sent in 0.5-RTT are "
-                  "not cleared: a client that sends two Handshake packets (aioquic acks the server's handshake "
-                  "flight before its Finished) gets 4. Measured (aioquic, 40 connections from nstq-vantage, "
+                  "not cleared: a client that sends two Handshake packets gets 4. aioquic's qlog against the zoo "
+                  "server (2026-11-24): quinn's handshake flight spans two datagrams, aioquic sends a Handshake "
+                  "ACK after the first, quinn answers with 1-RTT [new_token, new_token], then aioquic's "
+                  "Handshake [ack, crypto(Finished)] draws [handshake_done, ack, ..., new_token, new_token]. Measured (aioquic, 40 connections from nstq-vantage, "
                   "2026-11-24): 4 in 39, 2 in 1. So the source's 2 is per validation event, a client sees "
                   "2 x (its Handshake packets the server processed), at least 2"},
     "token_lifetime_s": {"value": 1209600, "observable": "no (the server never sends Retry: a valid token only "
