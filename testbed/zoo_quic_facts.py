@@ -100,7 +100,13 @@ NGTCP2_FACTS = {
                 "gnutls_session_ticket_send(session_, 1, 0) once, from server.cc:695 at handshake completion"},
     "ticket_lifetime_s": {"value": 21600, "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c "
                           "generate_session_ticket(): lifetime = internals.expire_time = DEFAULT_EXPIRE_TIME "
-                          "21600 (lib/gnutls_int.h); the example never calls gnutls_db_set_cache_expiration()"},
+                          "21600 (lib/gnutls_int.h); the example never calls gnutls_db_set_cache_expiration()",
+                          "resumed_counts_down": True,
+                          "resumed_source": "GnuTLS lib/tls13/session_ticket.c generate_session_ticket(): on a "
+                          "resumed session lifetime = security_parameters.timestamp + expire_time - now (s), 'so "
+                          "that we don't extend the lifetime of the ticket past the original session expiration "
+                          "time': a ticket issued on a resumption 1 s or more after the original handshake "
+                          "(wall-clock seconds) says 21599 or less (measured 21599 on 2026-11-24)"},
     "ticket_max_early_data": {"value": 0xFFFFFFFF, "source": _NG + "examples/tls_server_session_gnutls.cc:116 "
                               "gnutls_record_set_max_early_data_size(session_, 0xffffffffu) with "
                               "GNUTLS_ENABLE_EARLY_DATA (:77)"},

@@ -86,7 +86,8 @@ def test_handshake_tokens_tickets_0rtt(db, zoo):
         assert c["purpose"] == "fresh" or c["presented_token_len"] == f["token_format"]["token_len_bytes"], c
     conns = [c for c in conns if c["port"] != rt_port]
     toks = _rows(db, "SELECT * FROM quic_token WHERE run_id = %s", res["run_id"])
-    tiks = _rows(db, "SELECT * FROM quic_ticket WHERE run_id = %s", res["run_id"])
+    tiks = _rows(db, "SELECT t.*, c.purpose FROM quic_ticket t JOIN quic_connection c USING (run_id, conn_id) "
+                     "WHERE run_id = %s", res["run_id"])
     assert len(conns) == 8 and all(c["status"] == "success" for c in conns), conns
     zero_rtt: dict[str, list[bool]] = {}
     for c in conns:
@@ -112,7 +113,13 @@ def test_handshake_tokens_tickets_0rtt(db, zoo):
             assert t["token_len"] == f["token_len_bytes"]
     for t in tiks:
         f = zoo["hosts"][_label(t["hostname"])]["facts"]
-        assert t["lifetime_s"] == f["ticket_lifetime_s"]["value"], t
+        life = f["ticket_lifetime_s"]
+        if t["purpose"] == "resume" and life.get("resumed_counts_down"):
+            # GnuTLS counts a resumed session's ticket lifetime down from the first handshake
+            # (whole seconds, ~1-3 s earlier here)
+            assert life["value"] - 5 <= t["lifetime_s"] <= life["value"], t
+        else:
+            assert t["lifetime_s"] == life["value"], t
         assert t["max_early_data"] == f["ticket_max_early_data"]["value"], t
 
 
