@@ -144,10 +144,14 @@ def quic_token_layout(data: bytes) -> None:
     for t in toks:
         lay = tk.classify_token(t, fam)
         lays.append(lay)
-        _check(lay.family in ("netsurvey-testbed", "ngtcp2", "ngtcp2-retry", "quic-go", "unknown"), f"family {lay}")
+        _check(lay.family in ("netsurvey-testbed", "ngtcp2", "ngtcp2-retry", "quic-go", "quinn", "unknown"),
+               f"family {lay}")
         _check((lay.key_id_len is None) == (lay.family == "unknown"), f"key id length {lay}")
         plen = lay.key_prefix_len
         _check(plen is None or 0 <= plen <= len(t), f"key prefix {plen} of a {len(t)}-byte token")
+        if lay.family == "quinn":
+            _check(len(t) in ((tk.QUINN_LEN[fam],) if fam is not None else tuple(tk.QUINN_LEN.values()))
+                   and plen == 0, f"quinn {lay} of {len(t)} bytes")
         if lay.family == "ngtcp2":
             _check(t[:1] == b"\x36" and len(t) >= tk.NGTCP2_REGULAR_LEN and plen == 0, f"ngtcp2 {lay}")
         if lay.family == "netsurvey-testbed":
@@ -310,7 +314,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tls_ticket_layout", tls_ticket_layout, "scanners.tls.wire",
            "ticket layout families and key id length over 1-4 tickets (issue 24)"),
     Target("quic_token_layout", quic_token_layout, "scanners.quic.tokens",
-           "QUIC NEW_TOKEN token layouts (netsurvey, ngtcp2, quic-go) over 1-4 tokens (issue 24)", 1024),
+           "QUIC NEW_TOKEN token layouts (netsurvey, ngtcp2, quic-go, quinn) over 1-4 tokens (issue 24)", 1024),
     Target("tls_certificate", tls_certificate, "scanners.tls.engine", "DER certificate -> fingerprint, issuer, SANs", 8192),
     Target("dns_reply", dns_reply, "scanners.dns.wire", "DNS replies (names, compression, RRs, EDNS/ECS)", 1500),
     Target("quic_version_negotiation", quic_version_negotiation, "scanners.quic.vn", "QUIC Version Negotiation", 1500),

@@ -115,5 +115,6 @@ fi
 # issue 24: the testbed zoo's Go crypto/tls host (standard library only, ~2 s) and TLS zoo 2's
 # rustls server (crates.io, Cargo.lock pinned, ~70 s once on 2 cores).
 scripts/build_zoo.sh >/dev/null || echo "install: zoo-gotls build failed (the Go zoo host will be missing)"
-# issue 24: the QUIC zoo's quic-go example server (Go module proxy, ~40 s once).
+# issue 24: the QUIC zoo's quic-go example server (Go module proxy, ~40 s once) and quinn
+# server (crates.io, Cargo.lock pinned, ~60 s once on 2 cores).
 scripts/build_zoo_quic.sh >/dev/null || echo "install: zoo-quicgo build failed (the quic-go zoo host will be missing)"

@@ -20,6 +20,11 @@ Namespaces (prefix ``nstq-``; each server namespace joined to the vantage by its
 - ``nstq-tfo``: testbed/tfo_server.py on TCP 80 with TFO (``net.ipv4.tcp_fastopen=3``) and
   the key pair TFO_KEYS (primary, backup), ``tfo.zooq.test``, 198.18.143.10 /
   2001:2:0:143::10. Tests swap the keys with :func:`set_tfo_keys`.
+- ``nstq-quinn``: a stock quinn server (testbed/zoo/quinn: quinn 0.11.12 / quinn-proto 0.11.19,
+  rustls 0.23 with the ring provider, Cargo.lock pinned, built from crates.io by
+  scripts/build_zoo_quic.sh into tools/rust/bin/zoo-quinn) answering one HTTP/3 GET,
+  ``quinn.zooq.test``, 198.18.144.10 / 2001:2:0:144::10, UDP 443; one Endpoint per address
+  sharing one ServerConfig (see QUINN_FACTS).
 
 State in ``<state dir>/zooquic/``; ``testbed zoo-quic down`` and ``testbed down`` remove
 everything. Ground truth (with citations): :func:`status`, in ``testbed status --json``
@@ -45,8 +50,10 @@ VANTAGE = "vantage"
 QUICGO_BIN = REPO / "tools" / "go" / "bin" / "zoo-quicgo"
 QUICGO_VERSION = "v0.65.0"       # scripts/build_zoo_quic.sh builds this version
 NGTCP2_BIN = "/usr/sbin/gtlsserver"
+QUINN_BIN = REPO / "tools" / "rust" / "bin" / "zoo-quinn"
+QUINN_VERSION = "0.11.12"        # testbed/zoo/quinn/Cargo.toml (quinn-proto 0.11.19 in its Cargo.lock)
 #: bumped when what `up` builds changes: an older zoo is rebuilt instead of being taken as up
-LAYOUT = 4   # 2: the --validate-addr instance under libfaketime (3: x200; 4: + one on the real clock)
+LAYOUT = 5   # 2: the --validate-addr instance under libfaketime (3: x200; 4: + one on the real clock; 5: quinn)
 #: the TFO namespace's keys at start-up: (primary, backup), net.ipv4.tcp_fastopen_key format
 TFO_KEYS = ("a0a0a0a0-a1a1a1a1-a2a2a2a2-a3a3a3a3", "b0b0b0b0-b1b1b1b1-b2b2b2b2-b3b3b3b3")
 
@@ -69,6 +76,8 @@ HOSTS = (
                 "198.18.142.1", "2001:2:0:142::1"),
     ZooQuicHost("tfo", "tfo.zooq.test", "tfo", "198.18.143.10", "2001:2:0:143::10",
                 "198.18.143.1", "2001:2:0:143::1"),
+    ZooQuicHost("quinn", "quinn.zooq.test", "quinn", "198.18.144.10", "2001:2:0:144::10",
+                "198.18.144.1", "2001:2:0:144::1"),
 )
 QUIC_PORT = 443
 NGTCP2_VALIDATE_PORT = 4443
@@ -122,6 +131,8 @@ def available(label: str) -> bool:
         return QUICGO_BIN.exists()
     if label == "ngtcp2":
         return Path(NGTCP2_BIN).exists()
+    if label == "quinn":
+        return QUINN_BIN.exists()
     return True
 
 
@@ -192,6 +203,12 @@ def _specs(d: Path) -> list[ProcSpec]:
             specs.append(ProcSpec(name=name, namespace=netns_name(n.namespace), env=env,
                                   argv=[NGTCP2_BIN, "-q", "-d", str(www), *extra, "*", str(port), str(key), str(cert)],
                                   ready_udp=("0.0.0.0", port)))
+    q = host("quinn")
+    if available("quinn"):
+        cert, key = issue_cert(pki, q.hostname, [q.hostname])
+        specs.append(ProcSpec(name="quinn", namespace=netns_name(q.namespace),
+                              argv=[str(QUINN_BIN), str(cert), str(key), f"{q.v4}:{QUIC_PORT}", f"[{q.v6}]:{QUIC_PORT}"],
+                              ready_udp=(q.v4, QUIC_PORT)))
     t = host("tfo")
     specs.append(ProcSpec(name="tfo", namespace=netns_name(t.namespace),
                           argv=[sys.executable, "-m", "testbed.tfo_server", "--port", str(TFO_PORT)],
@@ -260,6 +277,8 @@ def _version(label: str) -> Optional[str]:
     if label == "ngtcp2":
         r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "ngtcp2-server"], capture_output=True, text=True)
         return r.stdout.strip() or None
+    if label == "quinn":
+        return QUINN_VERSION if available("quinn") else None
     return None
 
 

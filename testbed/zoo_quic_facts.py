@@ -8,6 +8,8 @@ that states it (file:line at the exact version the zoo runs):
   0.12.1+dfsg-1+deb12u1 is that release; /usr/sbin/gtlsserver is examples/server.cc with
   examples/tls_server_*_gnutls.cc); its TLS is Debian's GnuTLS 3.7.9 (facts cited as in
   testbed/zoo.py GNUTLS_FACTS).
+- quinn: quinn 0.11.12 / quinn-proto 0.11.19 / rustls 0.23.46 as crates.io serves them (the
+  versions testbed/zoo/quinn/Cargo.lock pins; paths relative to each crate's root).
 
 ``value`` is what the scanners must recover; ``observable`` says whether a client can see it
 at all (and how); ``source`` is the citation.
@@ -98,7 +100,13 @@ NGTCP2_FACTS = {
                 "gnutls_session_ticket_send(session_, 1, 0) once, from server.cc:695 at handshake completion"},
     "ticket_lifetime_s": {"value": 21600, "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c "
                           "generate_session_ticket(): lifetime = internals.expire_time = DEFAULT_EXPIRE_TIME "
-                          "21600 (lib/gnutls_int.h); the example never calls gnutls_db_set_cache_expiration()"},
+                          "21600 (lib/gnutls_int.h); the example never calls gnutls_db_set_cache_expiration()",
+                          "resumed_counts_down": True,
+                          "resumed_source": "GnuTLS lib/tls13/session_ticket.c generate_session_ticket(): on a "
+                          "resumed session lifetime = security_parameters.timestamp + expire_time - now (s), 'so "
+                          "that we don't extend the lifetime of the ticket past the original session expiration "
+                          "time': a ticket issued on a resumption 1 s or more after the original handshake "
+                          "(wall-clock seconds) says 21599 or less (measured 21599 on 2026-11-24)"},
     "ticket_max_early_data": {"value": 0xFFFFFFFF, "source": _NG + "examples/tls_server_session_gnutls.cc:116 "
                               "gnutls_record_set_max_early_data_size(session_, 0xffffffffu) with "
                               "GNUTLS_ENABLE_EARLY_DATA (:77)"},
@@ -126,6 +134,71 @@ NGTCP2_FACTS = {
                       "lib/gnutls_int.h TICKET_KEY_NAME_SIZE 16"},
 }
 
+_QN = "quinn-proto 0.11.19 (crates.io, the version testbed/zoo/quinn/Cargo.lock pins under quinn 0.11.12) "
+_QQ = "quinn 0.11.12 "
+_RL = "rustls 0.23.46 "
+QUINN_FACTS = {
+    "implementation": "a stock quinn server (testbed/zoo/quinn: quinn::ServerConfig::with_crypto() of the rustls "
+                      "config with_single_cert() builds, plus ALPN h3; every Incoming accepted as it comes) with a "
+                      "hand-written minimal HTTP/3 responder",
+    "vn_versions": {"value": [QUIC_V1, 0xFF00001D, 0xFF00001E, 0xFF00001F, 0xFF000020, 0xFF000021, 0xFF000022],
+                    "greased_extra": 1,
+                    "source": _QN + "src/lib.rs:160-168 DEFAULT_SUPPORTED_VERSIONS = [1, draft-29 .. draft-34]; "
+                    "src/endpoint.rs:189-203 Version Negotiation: one reserved version first (0x0a1a2a3a, or "
+                    "0x0a1a2a4a when the client offered that one), then config.supported_versions in order"},
+    "retry": {"value": False, "source": _QQ + "src/incoming.rs:145-151 awaiting an Incoming is accept(); a Retry "
+              "is sent only if the application calls Incoming::retry() (:52), as quinn's example server does "
+              "only with --stateless-retry (examples/server.rs:37-38,153-155). The zoo server never calls it"},
+    "new_token": {"value": True, "count_per_connection": 2, "count_per_handshake_packet": True,
+                  "source": _QN + "src/config/mod.rs:525-535 ValidationTokenConfig::default(): sent = 2 with the "
+                  "(default) 'bloom' feature, else 0 ('Number of address validation tokens sent to a client when "
+                  "its path is validated', :512); src/connection/mod.rs:3790-3799 on_path_validated() clears the "
+                  "unsent ones and queues `sent` NEW_TOKEN frames. BUT it is called for every client Handshake "
+                  "packet processed in the handshake state (:2547-2559), and tokens already sent in 0.5-RTT are "
+                  "not cleared: a client that sends two Handshake packets gets 4. aioquic's qlog against the zoo "
+                  "server (2026-11-24): quinn's handshake flight spans two datagrams, aioquic sends a Handshake "
+                  "ACK after the first, quinn answers with 1-RTT [new_token, new_token], then aioquic's "
+                  "Handshake [ack, crypto(Finished)] draws [handshake_done, ack, ..., new_token, new_token]. Measured (aioquic, 40 connections from nstq-vantage, "
+                  "2026-11-24): 4 in 39, 2 in 1. So the source's 2 is per validation event, a client sees "
+                  "2 x (its Handshake packets the server processed), at least 2"},
+    "token_lifetime_s": {"value": 1209600, "observable": "no (the server never sends Retry: a valid token only "
+                         "lifts the anti-amplification limit)",
+                         "source": _QN + "src/config/mod.rs:531 lifetime = 2 * 7 * 24 * 60 * 60 s ('Defaults to "
+                         "2 weeks', :492); src/token.rs:169-171 an older token is treated as no token"},
+    "token_single_use": {"value": True, "observable": "no (as token_lifetime_s)",
+                         "source": _QN + "src/token.rs:174-180 TokenLog::check_and_insert(nonce); src/config/"
+                         "mod.rs:527 the default log is a BloomTokenLog (src/bloom_token_log.rs:122-130, 10 MiB, "
+                         "one million expected hits), which refuses a nonce seen before (TokenReuseError)"},
+    "token_format": {"value": "quinn", "key_id_len": 0, "token_len_bytes": {"ipv4": 46, "ipv6": 58},
+                     "source": _QN + "src/token.rs:216-243 Token::encode(): AES-256-GCM(type 1 || ip tag || "
+                     "ip[4|16] || issued unix s u64) || tag[16] || nonce u128 LE; the key is HKDF-expanded from "
+                     "the trailing nonce (src/crypto/ring_like.rs:23-32 aead_from_hkdf()): no key id"},
+    "retry_token_lifetime_s": {"value": 15, "source": _QN + "src/config/mod.rs:242 retry_token_lifetime = 15 s "
+                               "(never used here: no Retry)"},
+    "tickets": {"value": True, "count_per_connection": 2,
+                "source": _RL + "src/server/builder.rs:113-123 defaults: session_storage = ServerSessionMemoryCache"
+                "(256), ticketer = NeverProducesTickets, send_tls13_tickets = 2 (quinn-proto src/crypto/rustls.rs:"
+                "474-489 QuicServerConfig::inner() changes only versions and max_early_data_size)"},
+    "ticket_lifetime_s": {"value": 86400, "source": _RL + "src/server/tls13.rs:1345-1361 emit_ticket(): without a "
+                          "ticketer the ticket is a 32-byte random id stored in session_storage, "
+                          "stateful_lifetime = 24 * 60 * 60"},
+    "ticket_max_early_data": {"value": 0xFFFFFFFF, "source": "quinn-proto 0.11.19 src/crypto/rustls.rs:487 "
+                              "max_early_data_size = u32::MAX; " + _RL + "src/server/tls13.rs:1365-1367 "
+                              "stateful tickets carry it"},
+    "zero_rtt": {"value": True, "source": _RL + "src/server/tls13.rs:671 early data needs max_early_data_size > 0 "
+                 "and stateful resumption (no ticketer), :693-701 the first PSK, fresh (ticket age within 60 s, "
+                 "src/msgs/persist.rs:340,500-519), same version, suite and ALPN"},
+    "resumption": {"value": True, "source": _RL + "src/server/tls13.rs:121-135 a stateful ticket is looked up "
+                   "with session_storage.take()"},
+    "ticket_single_use": {"value": True, "source": _RL + "src/server/tls13.rs:133 session_storage.take() removes "
+                          "the entry (src/server/handy.rs:82-84): each ticket resumes once"},
+    "ticket_key_scope": {"value": "process", "source": "testbed/zoo/quinn/src/main.rs: one quinn::ServerConfig "
+                         "(one rustls ServerConfig, so one session cache, and one token key) for the IPv4 and the "
+                         "IPv6 Endpoint"},
+    "ticket_format": {"value": "stateful-id", "ticket_len_bytes": 32, "key_id_len": 0,
+                      "source": _RL + "src/server/tls13.rs:1351 id = random_vec(32): a session id, no key"},
+}
+
 TFO_FACTS = {
     "implementation": "Linux kernel TCP Fast Open server (testbed/tfo_server.py, TCP_FASTOPEN), key pair",
     "key_pair": {"value": True, "source": "Documentation/networking/ip-sysctl.rst tcp_fastopen_key: 'The list "
@@ -148,4 +221,4 @@ TFO_FACTS = {
                                        "sent (TCPFastOpenPassiveFail)"},
 }
 
-FACTS = {"quicgo": QUICGO_FACTS, "ngtcp2": NGTCP2_FACTS, "tfo": TFO_FACTS}
+FACTS = {"quicgo": QUICGO_FACTS, "ngtcp2": NGTCP2_FACTS, "tfo": TFO_FACTS, "quinn": QUINN_FACTS}

@@ -18,6 +18,12 @@ or from missing a real key id. Recognised, each from the implementation's own so
   the RTT integer's 3..6 bytes -> 89..92; IPv6 +12 -> 101..104). A length match is weak
   evidence: ``quic-go`` means "consistent with", and only ever yields key id length 0, which
   is also what an unrecognised random-looking token gets.
+- ``quinn``: quinn-proto 0.11.19 src/token.rs:216-243 Token::encode(): ``AES-256-GCM(type[1]=1 |
+  ip_tag[1] | ip[4|16] | issued_unix_s[8]) tag[16] | nonce[16]`` -> 46 bytes (IPv4 client) /
+  58 (IPv6); no key id and no constant byte (the AEAD key is HKDF'd from the per-token
+  trailing nonce, crypto/ring_like.rs aead_from_hkdf()), recognised by its exact length only
+  (checked before ngtcp2's magic byte, so a quinn token starting with 0x36 is not taken for
+  ngtcp2's 57-byte token).
 - ``unknown``: anything else (key id length None: inferred by quic-turnover from shared
   prefixes, as before).
 """
@@ -31,6 +37,8 @@ NGTCP2_MAGIC_REGULAR = 0x36
 NGTCP2_MAGIC_RETRY = 0xB6
 NGTCP2_REGULAR_LEN = 1 + 8 + 16 + 32
 QUICGO_OVERHEAD = 32 + 12 + 16
+#: quinn validation (NEW_TOKEN) token lengths by client address family (False = IPv4)
+QUINN_LEN = {False: 1 + 1 + 4 + 8 + 16 + 16, True: 1 + 1 + 16 + 8 + 16 + 16}
 #: DER bytes of quic-go's non-Retry token without its RTT INTEGER's value bytes: SEQUENCE
 #: header 2, IsRetryToken BOOLEAN 3, RemoteAddr OCTET STRING 2 + 1 + 4|16, Timestamp INTEGER
 #: 2 + 8 (unix ns), RTT INTEGER header 2, two empty OCTET STRINGs 2 + 2.
@@ -41,7 +49,7 @@ _QUICGO_DER_BASE = {False: 2 + 3 + 7 + 10 + 2 + 4, True: 2 + 3 + 19 + 10 + 2 + 4
 class TokenLayout:
     """What a token's bytes say about its issuer.
 
-    :ivar family: 'netsurvey-testbed', 'ngtcp2', 'ngtcp2-retry', 'quic-go' or 'unknown'.
+    :ivar family: 'netsurvey-testbed', 'ngtcp2', 'ngtcp2-retry', 'quic-go', 'quinn' or 'unknown'.
     :ivar key_id_offset: where a key id starts, bytes.
     :ivar key_id_len: key id length, bytes (0 = the layout has none; None = unknown).
     """
@@ -70,11 +78,13 @@ def classify_token(token: bytes, ipv6: Optional[bool] = None) -> TokenLayout:
     first = token[0]
     if first == NETSURVEY_TOKEN_VERSION and n in (1 + 4 + 12 + 4 + 8 + 16, 1 + 4 + 12 + 16 + 8 + 16):
         return TokenLayout("netsurvey-testbed", 1, 4)
+    fams = (False, True) if ipv6 is None else (bool(ipv6),)
+    if any(n == QUINN_LEN[v6] for v6 in fams):
+        return TokenLayout("quinn", 0, 0)
     if first == NGTCP2_MAGIC_REGULAR and n >= NGTCP2_REGULAR_LEN:
         return TokenLayout("ngtcp2", 1, 0)
     if first == NGTCP2_MAGIC_RETRY and n >= 1 + 1 + 8 + 16 + 32:
         return TokenLayout("ngtcp2-retry", 1, 0)
-    fams = (False, True) if ipv6 is None else (bool(ipv6),)
     for v6 in fams:
         rtt_len = n - QUICGO_OVERHEAD - _QUICGO_DER_BASE[v6]
         if 1 <= rtt_len <= 4:
