@@ -20,10 +20,15 @@ def _txt(v) -> str | None:
 
 
 def _latest(conn, table: str, runs: list[int], cols: str, where: str = "TRUE") -> dict:
-    """nameserver text -> rows of the latest run among ``runs`` that asked it."""
+    """nameserver text -> rows of the latest run among ``runs`` that asked it. ``cols`` and
+    ``where`` are this module's constant SQL fragments (never user data)."""
+    from psycopg import sql
+
     ns_col = "nameserver" if table != "dns_ecs_probe" else "resolver"
-    rows = conn.execute(f"SELECT host({ns_col}), run_id, {cols} FROM {table} WHERE run_id = ANY(%s) AND {where}"
-                        f" AND {ns_col} IS NOT NULL ORDER BY run_id", (runs,)).fetchall()
+    query = sql.SQL("SELECT host({ns}), run_id, {cols} FROM {table} WHERE run_id = ANY(%s) AND {where}"
+                    " AND {ns} IS NOT NULL ORDER BY run_id").format(
+        ns=sql.Identifier(ns_col), cols=sql.SQL(cols), table=sql.Identifier(table), where=sql.SQL(where))
+    rows = conn.execute(query, (runs,)).fetchall()
     last: dict = {}
     for r in rows:
         last[r[0]] = max(last.get(r[0], 0), r[1])

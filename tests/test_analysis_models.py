@@ -163,9 +163,11 @@ def test_pageload_databases():
     redirect = _page(("r", "a", 0, None, True), ("p", "b", 0, "r"))
     assert simulate_page(redirect, o)["finish_s"] == 0.6
     assert simulate_page(redirect, PageOptions(0.1, 1000, features=Features(redirect_db=True)))["finish_s"] == 0.3
-    chain = _page(("r", "a", 0), ("c", "a", 0, "r"))
+    chain = _page(("r", "a", 0), ("c", "a", 0, "r", False, True))   # c is in the prefetch database
     assert simulate_page(chain, o)["finish_s"] == 0.4
     assert simulate_page(chain, PageOptions(0.1, 1000, features=Features(prefetch_db=True)))["finish_s"] == 0.3
+    unmarked = _page(("r", "a", 0), ("c", "a", 0, "r"))   # the database marks only what it saw (BLAST sec. V-D)
+    assert simulate_page(unmarked, PageOptions(0.1, 1000, features=Features(prefetch_db=True)))["finish_s"] == 0.4
     # HTTP/2: after ALPN every waiting request goes on the one connection
     h2 = _page(("r", "a", 0), *[(f"c{i}", "a", 0, "r") for i in range(10)], servers=(Server("a", h2=True),))
     s = simulate_page(h2, o)

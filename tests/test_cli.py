@@ -137,7 +137,7 @@ def test_plot_list_piped_is_tsv_with_whole_names():
 def test_shell_completion_completes_commands():
     """issue 22: shell completion (`netsurvey --install-completion` / `--show-completion bash`)."""
     p = run_cli(env={"_NETSURVEY_COMPLETE": "complete_bash", "COMP_WORDS": "netsurvey scan dns", "COMP_CWORD": "2"})
-    assert p.returncode == 0 and set(p.stdout.split()) == {"dns-ttl", "dns-ecs"}, p
+    assert p.returncode == 0 and set(p.stdout.split()) == {"dns-ttl", "dns-ecs", "dns-second-opinion"}, p
 
 
 def test_targets_import_reads_stdin(db):
