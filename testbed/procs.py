@@ -3,6 +3,7 @@ and the process helpers the manager and the timing testbed share (state director
 liveness, stopping, readiness): a module of their own, so neither imports the other."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -122,3 +123,18 @@ def _wait_ready(spec: ProcSpec, pid: int, timeout: float = 8.0, netns: str | Non
             return
         time.sleep(0.05)
     raise RuntimeError(f"{spec.name} not ready on {port_check} after {timeout:.0f} s")
+
+
+def load_state(d: Path) -> dict:
+    """``d/state.json`` of a testbed of its own (timing, zoo2, zoo-quic, zoo-dns), {} if none."""
+    try:
+        return json.loads((d / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(d: Path, st: dict) -> None:
+    """Write ``d/state.json`` atomically (a crash never leaves half a file)."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "state.json.tmp").write_text(json.dumps(st, indent=1))
+    (d / "state.json.tmp").rename(d / "state.json")

@@ -52,17 +52,15 @@ def _dir() -> Path:
 
 
 def _state() -> dict:
-    try:
-        return json.loads((_dir() / "state.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    from .procs import load_state
+
+    return load_state(_dir())
 
 
 def _save(st: dict) -> None:
-    d = _dir()
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "state.json.tmp").write_text(json.dumps(st, indent=1))
-    (d / "state.json.tmp").rename(d / "state.json")
+    from .procs import save_state
+
+    save_state(_dir(), st)
 
 
 def _alive(p: dict) -> bool:
