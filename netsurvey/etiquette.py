@@ -3,7 +3,9 @@
 per-destination rate limits, and the contact string for HTTP User-Agents.
 
 The default allows only the testbed's ranges (198.18.0.0/15, 2001:2::/48); reserved and
-special-purpose ranges are always blocked unless explicitly allowed.
+special-purpose ranges are always blocked unless explicitly allowed, and even then never
+contacted over the namespace's default route ('off-machine-route', routes.py): outside the
+testbed's namespaces those ranges lead off the machine.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Iterable
 
 from .config import EtiquetteConfig
 from .errors import UsageError
+from .routes import RouteTable
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -65,6 +68,8 @@ class TargetPolicy:
     #: address text -> reason (or None); scanners ask again for every packet to the same
     #: few servers, and a decision costs ~20 us of ipaddress work. Bounded, cleared when full.
     _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: the namespace's routes, read once on the first special-purpose address (routes.py)
+    _routes: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, cfg: EtiquetteConfig) -> "TargetPolicy":
@@ -101,13 +106,61 @@ class TargetPolicy:
             return "not-allowed"
         if any(ip.version == b.version and ip in b for b in self.block):
             return "blocklisted"
+        if any(ip.version == r.version and ip in r for r in self._opened()) and self._route_table().via_default(ip):
+            # a testbed (special-purpose) address that this namespace would send to its
+            # default gateway: off the machine, never to the testbed (routes.py)
+            return "off-machine-route"
         return None
+
+    def leaves_machine(self, network: IPNetwork) -> bool:
+        """True when part of a special-purpose ``network`` (a --cidr / --zmap range) would
+        go out by this namespace's default route (its first or last address does)."""
+        if not any(network.version == r.version and network.overlaps(r) for r in RESERVED):
+            return False
+        table = self._route_table()
+        return table.via_default(network.network_address) or table.via_default(network.broadcast_address)
+
+    def _opened(self) -> list:
+        """The special-purpose ranges the allow-list opens (the others are blocked)."""
+        if not self._routes:
+            self._routes.append([r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in self.allow)])
+        return self._routes[0]
+
+    def _route_table(self) -> RouteTable:
+        if len(self._routes) < 2:
+            self._opened()
+            self._routes.append(RouteTable.snapshot())
+        return self._routes[1]
 
     def allowed(self, address: str) -> bool:
         return self.reason_blocked(address) is None
 
     def filter(self, addresses: Iterable[str]) -> list[str]:
         return [a for a in addresses if self.allowed(a)]
+
+
+OFF_MACHINE_HINT = ("a special-purpose (testbed) address that this namespace routes through its default "
+                    "gateway, off the machine: run inside the testbed (netsurvey testbed exec -- ...)")
+
+
+def explain(reason: str) -> str:
+    """A reason of :meth:`TargetPolicy.reason_blocked` as words for a one-line error."""
+    if reason == "off-machine-route":
+        return OFF_MACHINE_HINT
+    return f"{reason} by the etiquette policy (etiquette.allow)"
+
+
+def check_on_machine(option: str, address: str) -> None:
+    """UsageError when ``address`` (a resolver or server given on the command line, not a
+    target) is special-purpose and this namespace would reach it by its default route."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return
+    if ip.version == 6 and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if any(ip.version == r.version and ip in r for r in RESERVED) and RouteTable.snapshot().via_default(ip):
+        raise UsageError(f"{option} {address}: {OFF_MACHINE_HINT}")
 
 
 class RateLimiter:

@@ -124,3 +124,20 @@ def testbed(_testbed_session):
     ``run_cli("testbed", "exec", "--", ...)`` or ``testbed.exec_argv([...])``."""
     _testbed_session.up(log=lambda *_: None)
     return _testbed_session
+
+
+@pytest.fixture
+def routes_as_in_testbed(monkeypatch):
+    """For in-process tests of the run path that contact nothing: the policy's route check
+    (netsurvey/routes.py) sees routes as inside the testbed's vantage (the testbed ranges
+    over a veth, not the default route), wherever the test process runs. Commands run as
+    subprocesses still read their namespace's real routes."""
+    import ipaddress as _ip
+
+    from netsurvey.routes import Route, RouteTable
+
+    table = RouteTable([Route(_ip.ip_network("198.18.0.0/15"), "unicast", "tbv0", ""),
+                        Route(_ip.ip_network("2001:2::/48"), "unicast", "tbv0", ""),
+                        Route(_ip.ip_network("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1")])
+    monkeypatch.setattr(RouteTable, "snapshot", classmethod(lambda cls: table))
+    return table

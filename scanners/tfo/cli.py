@@ -41,6 +41,9 @@ def _nameservers(ns: Optional[str]) -> Optional[list[str]]:
         ipaddress.ip_address(ns)
     except ValueError:
         raise UsageError(f"--nameserver: {ns!r} is not an IP address") from None
+    from netsurvey.etiquette import check_on_machine
+
+    check_on_machine("--nameserver", ns)
     return [ns]
 
 
