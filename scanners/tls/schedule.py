@@ -456,8 +456,9 @@ def prior_state(conn, run_id: int) -> tuple[dict, int, list]:
         "SELECT p.origin_host, host(p.origin_address), p.mechanism, p.version, p.round, p.grid_index, p.due_at, "
         "p.session " + pending + " AND p.session IS NOT NULL", (run_id,)).fetchall()]
     lost = conn.execute(
+        # a lost attempt keeps the shard (vantage, round) that planned it: row_vantage reads shard_id
         "INSERT INTO tls_lifetime_event (run_id, origin_host, origin_address, mechanism, version, round, grid_index, "
-        "event, at) SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, p.grid_index, "
-        "'lost', %s " + pending + " AND p.session IS NULL",
+        "event, at, shard_id) SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, "
+        "p.grid_index, 'lost', %s, p.shard_id " + pending + " AND p.session IS NULL",
         (dt.datetime.now(dt.timezone.utc), run_id)).rowcount
     return out, lost, restored
