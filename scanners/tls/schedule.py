@@ -49,37 +49,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
+from netsurvey.agesearch import default_slots, exhaustive_points, next_points  # noqa: F401 (re-exported)
 from netsurvey.scanning import ScanStatus, ScanTarget
 
 from .results import ResumptionAttempt
 from .sessions import StoredSession
-
-
-def default_slots(n: int) -> int:
-    """Sessions per chain so that two rounds bracket any lifetime on a grid of n ages."""
-    return max(1, math.isqrt(max(n, 1) - 1) + 1)
-
-
-def next_points(lo: int, hi: int, slots: int) -> list[int]:
-    """Grid indices to try in the next round of a bracket (lo, hi): all open indices if at
-    most ``slots``, else ``slots`` indices spread over them, the largest being hi - 1."""
-    c = hi - lo - 1
-    if c <= 0:
-        return []
-    if c <= slots:
-        return list(range(lo + 1, hi))
-    return sorted({lo + -(-c * j // slots) for j in range(1, slots + 1)})
-
-
-def exhaustive_points(decided: set[int], n: int, slots: int) -> list[int]:
-    """--keep-going: the ``slots`` largest indices not yet decided."""
-    out = []
-    for k in range(n, 0, -1):
-        if k not in decided:
-            out.append(k)
-            if len(out) == slots:
-                break
-    return sorted(out)
 
 
 @dataclass(frozen=True)
