@@ -125,6 +125,13 @@ NGTCP2_FACTS = {
     "resumption": {"value": True, "source": _NG + "examples/tls_server_session_gnutls.cc:97 "
                    "gnutls_session_ticket_enable_server() with one key per process "
                    "(tls_server_context_gnutls.cc:91 gnutls_session_ticket_key_generate)"},
+    "ticket_single_use": {"value": False, "measured_by": "quic-turnover's reuse check (the first ticket "
+                          "that resumed, presented once more, resumes again; tests/test_zoo_quic.py "
+                          "test_ngtcp2_token_lifetime_and_reuse)",
+                          "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c: TLS 1.3 tickets are the session "
+                          "state encrypted under the server's ticket key (lib/stek.c) and decrypted on use; the "
+                          "server keeps no record of tickets used (only 0-RTT has an anti-replay check, "
+                          "lib/tls13/anti_replay.c)"},
     "ticket_key_scope": {"value": "process", "measured_by": "hand, as for quic-go: an IPv4 ticket is resumed at "
                          "the IPv6 address",
                          "source": _NG + "examples/tls_server_context_gnutls.cc:91 one "
