@@ -173,7 +173,7 @@ class TurnoverScheduler:
                  tick: Callable[[], None] = lambda: None):
         self.o = opts
         self.step = opts.every_s
-        self.n = max(1, int(opts.duration_s // opts.every_s + 1e-9))
+        self.n = max(1, int(opts.duration_s / opts.every_s + 1e-9))
         self.rounds = self.n + 1
         self.slots = slots or default_slots(self.n)
         self.window = max(1, hosts_in_flight)
@@ -325,13 +325,19 @@ class TurnoverScheduler:
                 return
             if err is not None:
                 return
+            lacking = None
             if c.kind == "ticket" and not raw:
-                self._finish(c, "not-offered")
-                return
-            if c.kind == "token" and not (h.retry and h.tokens):
+                lacking = "not-offered"
+            elif c.kind == "token" and not (h.retry and h.tokens):
                 # token acceptance shows only as "no Retry": unobservable where fresh
                 # connections get no Retry (or no token comes)
-                self._finish(c, "no-retry" if not h.retry else "not-offered")
+                lacking = "no-retry" if not h.retry else "not-offered"
+            if lacking is not None:
+                # decisive only before anything was planned: the first token-chain connection
+                # without Retry, or the last round-1 connection without a ticket; later (a
+                # ticket that came too late, a Retry under load only) the age stays undecided
+                if not c.planned_any and (lacking == "no-retry" or (c.round == 1 and c.establishing == 1)):
+                    self._finish(c, lacking)
                 return
             if c.kind == "ticket":
                 state, arrived = raw[-1], h.tickets[-1].received_at.timestamp()

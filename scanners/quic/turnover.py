@@ -189,11 +189,16 @@ def _host_turnover(conn, run_id: int, hostname: Optional[str], address: str, por
     return out
 
 
-def host_summaries(conn, run_id: int, every_s: float) -> Iterator[tuple[tuple, HostTurnover]]:
-    """Per target of the run (one at a time: memory is one target's rows): ((rank, hostname,
-    address, port), observations)."""
-    targets = conn.execute(
-        """SELECT min(rank), hostname, host(address), port FROM quic_connection WHERE run_id = %s
-           GROUP BY hostname, address, port ORDER BY address, hostname""", (run_id,)).fetchall()
-    for rank, hostname, address, port in targets:
-        yield (rank, hostname, address, port), _host_turnover(conn, run_id, hostname, address, port, every_s)
+def host_summaries(conn, run_id: int, every_s: float, targets) -> Iterator[tuple[tuple, HostTurnover]]:
+    """Per target of ``targets`` (ScanTargets: this process's, not another shard's) that made
+    a connection, one at a time (memory is one target's rows): ((rank, hostname, address,
+    port), observations)."""
+    seen = set()
+    for t in targets:
+        key = (t.hostname, t.address, t.port)
+        if key in seen:
+            continue
+        seen.add(key)
+        h = _host_turnover(conn, run_id, t.hostname, t.address, t.port, every_s)
+        if h.rounds or h.connections_ok or h.fresh_retry:
+            yield (t.rank, t.hostname, t.address, t.port), h
