@@ -13,9 +13,12 @@ For each size N:
 - ``scan quic-turnover --every 600/F --for 172800/F`` (F = --factor) over them under
   /usr/bin/time -v, inside the testbed's vantage, with a config whose per-destination rate is
   --pdp and no own_servers (the limit applies to these servers);
-- tests/sniffer.py in ``nstb-scale`` records the server's packets: the first Initial it sends to
-  each client port is one connection; the largest number of connections one address answered
-  within any one second is reported next to the limit (not the scanner's counters).
+- tests/sniffer.py in ``nstb-scale`` records the packets that reach the server (``--incoming``):
+  the first Initial from each client port is one connection; the largest number of connections
+  one address received within any one second is reported next to the limit (not the
+  scanner's counters). (The server's own Initials are no measure of this: a loaded aioquic
+  server answers queued Initials in bursts - up to 27 within one second at a limit of 20,
+  while the client sent at most 20.)
 Prints one JSON line per size and writes ``rehearsal.json`` / ``rehearsal.md`` to --out.
 Only testbed addresses are contacted.
 """
@@ -109,7 +112,8 @@ def run_size(n: int, a, work: Path) -> dict:
                    f"per_destination_pps = {a.pdp}\n")
     pkts = work / f"server-{n}.jsonl"
     sniff = subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, str(SNIFFER), "--out", str(pkts), "--iface",
-                              "eth0", "--seconds", "7200"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+                              "eth0", "--seconds", "7200", "--incoming"], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
     assert sniff.stdout.readline().strip() == "ready"
     every, span = 600 / a.factor, 172800 / a.factor
     argv = ["ip", "netns", "exec", "nstb-vantage", "/usr/bin/time", "-v", sys.executable, "-m", "netsurvey.cli",
@@ -134,8 +138,8 @@ def run_size(n: int, a, work: Path) -> dict:
     first: dict = {}
     for line in pkts.read_text().splitlines():
         r = json.loads(line)
-        if r.get("quic_initial") and r.get("sport") == a.port:
-            first.setdefault((r["src"], r["dst"], r["dport"]), r["t"])
+        if r.get("quic_initial") and r.get("dport") == a.port:
+            first.setdefault((r["dst"], r["src"], r["sport"]), r["t"])
     pkts.unlink()
     per = defaultdict(list)
     for (src, _, _), t in first.items():

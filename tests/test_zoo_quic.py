@@ -400,12 +400,12 @@ def _config(tmp_path: Path, pdp: float) -> Path:
 
 
 def _server_connections(pkts: Path, server: str) -> list[float]:
-    """Connections the server answered, from its own namespace's packets: the first Initial it
-    sent to each client port (a scanner connection uses a UDP port of its own)."""
+    """Connections that reached the server, from its own namespace's received packets: the
+    first Initial from each client port (a scanner connection uses a UDP port of its own)."""
     first: dict = {}
     for r in map(json.loads, pkts.read_text().splitlines()):
-        if r.get("quic_initial") and r["src"] == server and r.get("sport") == 443:
-            first.setdefault((r["dst"], r["dport"]), r["t"])
+        if r.get("quic_initial") and r["dst"] == server and r.get("dport") == 443:
+            first.setdefault((r["src"], r["sport"]), r["t"])
     return sorted(first.values())
 
 
@@ -415,7 +415,7 @@ def test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes(db, zoo, qui
     every age up to the compressed schedule's end (the old probe re-presented one ticket and
     read a 2-4 s lifetime), and the reuse check reads them as single-use. The run is SIGKILLed
     mid-way and continued with --resume: every age is decided exactly once, no ticket is
-    presented twice (but the one reuse), and the server's own packets (a sniffer in its
+    presented twice (but the one reuse), and the packets reaching the server (a sniffer in its
     namespace) never show more than the per-destination limit in any second."""
     import signal
     import subprocess
@@ -423,11 +423,11 @@ def test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes(db, zoo, qui
 
     f = quinn["facts"]
     addr = quinn["addresses"][0]
-    pdp, n = 4, 14
+    pdp, n = 4, 20
     cfg = _config(tmp_path, pdp)
     pkts = tmp_path / "server.jsonl"
     sniff = subprocess.Popen(["ip", "netns", "exec", "nstq-quinn", sys.executable, str(SNIFFER), "--out", str(pkts),
-                              "--iface", "eth0", "--seconds", "120"], stdout=subprocess.PIPE, text=True)
+                              "--iface", "eth0", "--seconds", "120", "--incoming"], stdout=subprocess.PIPE, text=True)
     try:
         assert sniff.stdout.readline().strip() == "ready"
         argv = _turnover_argv(db, cfg, f"--target={quinn['hostname']}@{addr}", "--every=1s", f"--for={n}s",
