@@ -199,7 +199,7 @@ QUINN_FACTS = {
                    "with session_storage.take()"},
     "ticket_single_use": {"value": True, "measured_by": "scan quic-turnover's reuse check (the first ticket that "
                           "resumed, presented once more, does not resume; tests/test_zoo_quic.py "
-                          "test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes). Before migration 0151 "
+                          "test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes). Before migration 0163 "
                           "quic-turnover re-presented one ticket at growing ages and read this as a 2-4 s lifetime",
                           "source": _RL + "src/server/tls13.rs:133 session_storage.take() removes "
                           "the entry (src/server/handy.rs:82-84): each ticket resumes once"},

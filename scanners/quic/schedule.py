@@ -25,7 +25,7 @@ Per target address two things run side by side:
   the attempts, each due at its state's age, inherit the spacing.
 - **Resumable**: every sample, planned attempt (with its state: the serialised ticket or the
   token), outcome, drop and finished search is appended to ``quic_turnover_event``
-  (migration 0151). ``--resume RUN`` reads the brackets back, presents stored states that
+  (migration 0163). ``--resume RUN`` reads the brackets back, presents stored states that
   are still due at their ages, logs those whose due time passed while no process ran as
   ``lost`` (the dead process may have presented them: presenting them again would break
   "never presented before") and re-tries their ages with fresh state in a new round.

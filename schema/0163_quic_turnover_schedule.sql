@@ -6,17 +6,17 @@
 ALTER TABLE quic_connection DROP CONSTRAINT quic_connection_purpose_check;
 ALTER TABLE quic_connection ADD CONSTRAINT quic_connection_purpose_check
     CHECK (purpose IN ('fresh', 'resume', 'represent', 'establish', 'reuse'));
-COMMENT ON COLUMN quic_connection.purpose IS 'fresh: no state presented (quic-turnover: a sample of the key series, one per round); resume: token and ticket of the fresh connection presented at once (scan quic); establish: quic-turnover, a connection whose ticket (token) will be presented once at one age of the lifetime search; represent: that ticket (token) presented at its age (quic-turnover; rows before migration 0151: the oldest token/ticket held, presented again every round); reuse: the first ticket (token) a search saw accepted, presented a second time at once (single-use or not).';
+COMMENT ON COLUMN quic_connection.purpose IS 'fresh: no state presented (quic-turnover: a sample of the key series, one per round); resume: token and ticket of the fresh connection presented at once (scan quic); establish: quic-turnover, a connection whose ticket (token) will be presented once at one age of the lifetime search; represent: that ticket (token) presented at its age (quic-turnover; rows before migration 0163: the oldest token/ticket held, presented again every round); reuse: the first ticket (token) a search saw accepted, presented a second time at once (single-use or not).';
 COMMENT ON COLUMN quic_connection.round IS 'quic-turnover: sample round (0-based) for fresh connections, search round (1-based, quic_turnover_event.round) for establish / represent / reuse connections; NULL for scan quic.';
 
 ALTER TABLE quic_turnover_host ADD COLUMN token_reuse_accepted boolean;
 ALTER TABLE quic_turnover_host ADD COLUMN ticket_reuse_accepted boolean;
 ALTER TABLE quic_turnover_host ADD COLUMN token_presentations integer;
 ALTER TABLE quic_turnover_host ADD COLUMN ticket_presentations integer;
-COMMENT ON COLUMN quic_turnover_host.token_reuse_accepted IS 'The first token accepted, presented a second time at once, was accepted again (true: not single-use), refused (false: single-use); NULL if not tested (no token accepted, or token acceptance unobservable) or in rows before migration 0151.';
-COMMENT ON COLUMN quic_turnover_host.ticket_reuse_accepted IS 'The first ticket that resumed, presented a second time at once, resumed again (true) or not (false: single-use tickets, e.g. quinn); NULL if not tested or in rows before migration 0151.';
-COMMENT ON COLUMN quic_turnover_host.token_presentations IS 'Tokens presented for the lifetime search (represent connections that completed), each a token never presented before; NULL in rows before migration 0151.';
-COMMENT ON COLUMN quic_turnover_host.ticket_presentations IS 'Tickets presented for the lifetime search (represent connections that completed), each a ticket never presented before; NULL in rows before migration 0151.';
+COMMENT ON COLUMN quic_turnover_host.token_reuse_accepted IS 'The first token accepted, presented a second time at once, was accepted again (true: not single-use), refused (false: single-use); NULL if not tested (no token accepted, or token acceptance unobservable) or in rows before migration 0163.';
+COMMENT ON COLUMN quic_turnover_host.ticket_reuse_accepted IS 'The first ticket that resumed, presented a second time at once, resumed again (true) or not (false: single-use tickets, e.g. quinn); NULL if not tested or in rows before migration 0163.';
+COMMENT ON COLUMN quic_turnover_host.token_presentations IS 'Tokens presented for the lifetime search (represent connections that completed), each a token never presented before; NULL in rows before migration 0163.';
+COMMENT ON COLUMN quic_turnover_host.ticket_presentations IS 'Tickets presented for the lifetime search (represent connections that completed), each a ticket never presented before; NULL in rows before migration 0163.';
 COMMENT ON COLUMN quic_turnover_host.rounds IS 'Sample rounds run (fresh connections every every_s).';
 COMMENT ON COLUMN quic_turnover_host.token_accept_max_age_s IS 'Largest age at which a token, never presented before, was accepted (no Retry), s; NULL if unobservable (the server never forces Retry).';
 COMMENT ON COLUMN quic_turnover_host.ticket_accept_max_age_s IS 'Largest age at which a ticket, never presented before, resumed the session, s.';
