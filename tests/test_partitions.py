@@ -68,6 +68,9 @@ def test_a_run_gets_partitions_the_writer_fills_and_the_views_read(db):
         plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN SELECT * FROM tfo_probe WHERE run_id = {run}"))
         assert f"tfo_probe_r{run}" in plan and f"tfo_probe_r{other}" not in plan
     # the writer role (not the owner of the parents) starts runs: the partitions come along
+    with db.connect() as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'netsurvey_writer'").fetchone():
+            return  # a server without netsurvey's roles (README, "Security")
     writer = make_conninfo(db.dsn, user="netsurvey_writer")
     with psycopg.connect(writer) as conn:
         third = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
