@@ -30,6 +30,7 @@ The bench database (or the temporary embedded cluster) is deleted at the end unl
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import shutil
 import subprocess
@@ -138,6 +139,18 @@ def plot(dsn: str, figure: str, runs: list[int], out_dir: Path) -> dict:
             "temp_mib": (temp1 - temp0) / 2**20}
 
 
+def report(rows: int, results: list[dict], out_dir: Path) -> None:
+    print("| figure | rows | plot wall s | plot peak RSS MiB | server peak anon MiB (all processes) "
+          "| server largest process RSS MiB | server temp MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['figure']} | {rows:,} | {r['wall_s']:.1f} | {r['plot_rss_mib']:.0f} | {r['server_anon_mib']:.0f} "
+              f"| {r['server_proc_rss_mib']:.0f} | {r['temp_mib']:.0f} |")
+    for f in sorted(out_dir.glob("*.csv")):
+        print(f"\n{f.name}:\n{f.read_text().strip()}")
+    shutil.rmtree(out_dir, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000_000)
@@ -145,11 +158,24 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=1_000_000, help="hostnames per campaign")
     ap.add_argument("--dsn", default=None, help="server to create the bench database in (default: embedded)")
     ap.add_argument("--figures", default=",".join(FIGURES))
+    ap.add_argument("--jobs", type=int, default=2, help="runs loaded in parallel (connections)")
+    ap.add_argument("--existing", default=None, metavar="DSN",
+                    help="only draw the figures from a database loaded earlier with --keep")
     ap.add_argument("--keep", action="store_true", help="keep the bench database")
     a = ap.parse_args()
     if a.rows < a.runs or a.runs < 1 or a.hosts < 1:
         print("month.py: --rows must be at least --runs, both and --hosts positive", file=sys.stderr)
         raise SystemExit(2)
+    if a.existing:  # a database this bench loaded earlier (--keep): measure the figures again
+        db = Database(a.existing)
+        with db.connect() as c:
+            runs = [r[0] for r in c.execute("SELECT id FROM scan_run WHERE kind = 'tfo-lb' ORDER BY id")]
+            rows = c.execute("SELECT count(*) FROM tfo_probe").fetchone()[0]
+            version = c.execute("SHOW server_version").fetchone()[0]
+        out_dir = Path(tempfile.mkdtemp(prefix="ns-month-figs-"))
+        print(f"PostgreSQL {version}; {rows:,} tfo_probe rows in {len(runs)} runs (existing database)")
+        report(rows, [plot(db.dsn, f, runs, out_dir) for f in a.figures.split(",") if f], out_dir)
+        return
     tmp = None
     if a.dsn:
         server = a.dsn
@@ -165,17 +191,36 @@ def main() -> None:
     db.migrate()
     per_run = a.rows // a.runs
     runs = []
-    t_load = time.perf_counter()
+    days = {}
     with db.connect(autocommit=True) as c:
         for d in range(a.runs):
-            day = f"2026-10-{1 + d % 31:02d} 00:00:00+00" if d < 31 else f"2026-11-{1 + (d - 31) % 30:02d} 00:00:00+00"
+            day = (dt.datetime(2026, 10, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=d)).isoformat()
             run = c.execute("INSERT INTO scan_run (kind, status, started_at, finished_at, parameters) VALUES"
                             " ('tfo-lb', 'finished', %s::timestamptz, %s::timestamptz + interval '1 day',"
                             " '{\"bench\": \"month\"}') RETURNING id", (day, day)).fetchone()[0]
-            t0 = time.perf_counter()
-            c.execute(LOAD, {"run": run, "hosts": a.hosts, "per_run": per_run, "day": day})
             runs.append(run)
-            print(f"run {run}: {per_run} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            days[run] = day
+    todo = list(runs)
+    lock = threading.Lock()
+
+    def loader() -> None:
+        with db.connect(autocommit=True) as c:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    run = todo.pop(0)
+                t0 = time.perf_counter()
+                c.execute(LOAD, {"run": run, "hosts": a.hosts, "per_run": per_run, "day": days[run]})
+                print(f"run {run}: {per_run} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+    t_load = time.perf_counter()
+    threads = [threading.Thread(target=loader) for _ in range(a.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with db.connect(autocommit=True) as c:
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
         c.execute("ANALYZE tfo_probe")
@@ -187,22 +232,16 @@ def main() -> None:
                          " WHERE c.relname LIKE 'tfo_probe_r%%_probed_at_idx' OR c.relname LIKE 'tfo_probe%%brin%%'"
                          ).fetchone()[0]
         rows = c.execute("SELECT count(*) FROM tfo_probe").fetchone()[0]
+        if rows != per_run * a.runs:
+            raise SystemExit(f"month.py: loaded {rows} rows, expected {per_run * a.runs} (a loader failed)")
     out_dir = Path(tempfile.mkdtemp(prefix="ns-month-figs-"))
     results = [plot(db.dsn, f, runs, out_dir) for f in a.figures.split(",") if f]
     print(f"\nPostgreSQL {version}; {rows:,} tfo_probe rows in {a.runs} runs ({per_run:,} per run) over "
-          f"{a.hosts:,} hostnames; loaded server-side (generate_series) in {load_s:.0f} s "
+          f"{a.hosts:,} hostnames; loaded server-side (generate_series, {a.jobs} connections) in {load_s:.0f} s "
           f"({rows / load_s:,.0f} rows/s), ANALYZE {analyze_s:.0f} s")
     print(f"database {size / 2**30:.2f} GiB (tfo_probe partitions {sum(t[0] for t in table) / 2**30:.2f} GiB, "
           f"BRIN on probed_at {(brin or 0) / 2**20:.2f} MiB)\n")
-    print("| figure | rows | plot wall s | plot peak RSS MiB | server peak anon MiB (all processes) "
-          "| server largest process RSS MiB | server temp MiB |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['figure']} | {rows:,} | {r['wall_s']:.1f} | {r['plot_rss_mib']:.0f} | {r['server_anon_mib']:.0f} "
-              f"| {r['server_proc_rss_mib']:.0f} | {r['temp_mib']:.0f} |")
-    for f in sorted(out_dir.glob("*.csv")):
-        print(f"\n{f.name}:\n{f.read_text().strip()}")
-    shutil.rmtree(out_dir, ignore_errors=True)
+    report(rows, results, out_dir)
     if a.keep:
         print(f"\nkept: {db.dsn}")
         return

@@ -101,7 +101,7 @@ def test_a_database_with_rows_is_converted_in_place(empty_db, tmp_path):
     with empty_db.connect() as conn:
         old = {r[0]: r for r in conn.execute(catalog)}
         old_views = conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall()
-    assert empty_db.migrate() == ["0150_partition_by_run.sql"]
+    assert empty_db.migrate()[:2] == ["0150_partition_by_run.sql", "0151_tfo_lb_new_address_window.sql"]
     with empty_db.connect() as conn:
         new = {r[0]: r for r in conn.execute(catalog)}
         assert conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall() == old_views
@@ -150,3 +150,43 @@ def test_archive_run_exports_then_drops_only_that_run(db, tmp_path):
         assert dict(conn.execute("SELECT run_id, count(*) FROM tfo_probe GROUP BY 1").fetchall()) == {
             other: 6, running: 6}
         assert _partitions(conn, other) == PARTITIONED
+
+
+OLD_NEW_ADDRESS = """
+WITH p AS (
+    SELECT t.run_id, t.hostname, t.round, t.address,
+           NOT EXISTS (SELECT 1 FROM tfo_probe e WHERE e.run_id = t.run_id AND e.hostname = t.hostname
+                       AND e.round > 0 AND e.round < t.round AND e.address = t.address) AS new_address
+    FROM tfo_probe t JOIN tfo_lb_host h ON h.run_id = t.run_id AND h.hostname = t.hostname
+    WHERE t.round > 0 AND h.tfo_class = 'always'
+)
+SELECT run_id, round AS connection, count(*) AS hostnames,
+       count(*) FILTER (WHERE new_address) AS new_address,
+       count(*) FILTER (WHERE new_address)::float8 / count(*) AS failure_rate
+FROM p WHERE round > 1 GROUP BY run_id, round"""
+
+
+def test_fig_3_3_view_gives_what_the_correlated_subquery_gave(db):
+    """0151's window definition of tfo_lb_new_address against 0002's NOT EXISTS one, on random
+    surveys with addresses revisited, duplicate rounds, NULL addresses and round 0 rows."""
+    import random
+
+    rnd = random.Random(26)
+    with db.connect() as conn:
+        runs = [conn.execute("INSERT INTO scan_run (kind) VALUES ('tfo-lb') RETURNING id").fetchone()[0]
+                for _ in range(3)]
+        conn.commit()
+    with ResultWriter(db, "tfo_probe", COLS, types=TYPES) as w:
+        for run in runs:
+            for h in range(60):
+                n = rnd.choice([1, 1, 2, 3, 8])
+                for k in range(rnd.choice([0, 1]), rnd.randint(2, 10)):
+                    for _ in range(rnd.choice([1, 1, 1, 2])):
+                        addr = None if rnd.random() < 0.03 else ipaddress.ip_address(f"198.18.{h}.{rnd.randrange(n)}")
+                        tfo = 8 if (h % 3 or rnd.random() < 0.9) else None
+                        w.write((run, k, f"h{h}.test", addr, 443, "success", "syn-ack", tfo, T0))
+    with db.connect() as conn:
+        old = conn.execute(OLD_NEW_ADDRESS + " ORDER BY 1, 2").fetchall()
+        new = conn.execute("SELECT * FROM tfo_lb_new_address ORDER BY 1, 2").fetchall()
+    assert len(old) > 10 and any(r[3] not in (0, r[2]) for r in old)
+    assert new == old
