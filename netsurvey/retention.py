@@ -70,8 +70,12 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
     """Export ``run_id`` into ``out_dir`` (``netsurvey export``) and, with ``drop``, drop it once
     every file is written and its row count matches the database's. Returns the manifest and
     the partitions dropped."""
-    from .export import export_run
+    from .export import FORMATS, export_run
 
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     with db.connect() as conn:
         row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
         if row is None:
