@@ -64,6 +64,8 @@ def test_a_run_gets_partitions_the_writer_fills_and_the_views_read(db):
             ("a.test", 3, 3, 1, "always"), ("b.test", 3, 0, 2, "never")]
         assert conn.execute("SELECT connection, hostnames, new_address FROM tfo_lb_new_address WHERE run_id = %s"
                             " ORDER BY 1", (run,)).fetchall() == [(2, 1, 0), (3, 1, 0)]
+        # each run's partition is aggregated on its own (0152), in every new session
+        assert conn.execute("SHOW enable_partitionwise_aggregate").fetchone()[0] == "on"
         # a run's query reads its partition only
         plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN SELECT * FROM tfo_probe WHERE run_id = {run}"))
         assert f"tfo_probe_r{run}" in plan and f"tfo_probe_r{other}" not in plan
@@ -101,7 +103,7 @@ def test_a_database_with_rows_is_converted_in_place(empty_db, tmp_path):
     with empty_db.connect() as conn:
         old = {r[0]: r for r in conn.execute(catalog)}
         old_views = conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall()
-    assert empty_db.migrate()[:2] == ["0150_partition_by_run.sql", "0151_tfo_lb_new_address_window.sql"]
+    assert empty_db.migrate()[:2] == ["0150_partition_by_run.sql", "0151_tfo_lb_new_address_window.sql"]  # and on
     with empty_db.connect() as conn:
         new = {r[0]: r for r in conn.execute(catalog)}
         assert conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall() == old_views
