@@ -279,13 +279,17 @@ def _as_text(v) -> str | None:
 
 
 @figure("zoo-table", sources=["tls_handshake", "tls_second_opinion", "dns_ttl_probe", "dns_ecs_probe",
-                                "dns_second_opinion"], thesis="issue 24")
+                                "dns_second_opinion", "quic_discovery", "quic_connection", "quic_token", "quic_ticket",
+                                "quic_second_opinion"], thesis="issue 24")
 def zoo_table(ctx: FigureContext) -> None:
     """Per host and fact: the implementation's documented default (testbed zoo ground
     truth, cited), netsurvey's measurement (scan tls) and each independent client's
     verdict (scan tls-second-opinion: gnutls-cli, testssl.sh, sslyze) where it measures the same
     fact - one row per client, or one row without a client. The DNS zoo's servers follow
-    (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion)."""
+    (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion), then
+    the QUIC zoo's (analysis/quic_zoo.py: scan quic-discover / scan quic against ngtcp2's
+    client, scan quic-second-opinion). The note column says why a value differs from the
+    documented one or from the second opinion, and where no second opinion exists, why."""
     from netsurvey.errors import UsageError
 
     def runs(kind: str, **kw) -> list[int]:
@@ -297,8 +301,10 @@ def zoo_table(ctx: FigureContext) -> None:
     tls_runs = runs("tls")
     # the DNS zoo asks one server per run: every selected (else finished) run of these kinds
     dns = [runs(k, all_finished=not ctx.runs) for k in ("dns-ttl", "dns-ecs", "dns-second-opinion")]
-    if not tls_runs and not dns[0] and not dns[1]:
-        raise UsageError("zoo-table: no finished 'tls', 'dns-ttl' or 'dns-ecs' run in the database")
+    quic = [runs(k, all_finished=not ctx.runs) for k in ("quic-discover", "quic", "quic-second-opinion")]
+    if not tls_runs and not dns[0] and not dns[1] and not quic[0] and not quic[1]:
+        raise UsageError("zoo-table: no finished 'tls', 'dns-ttl', 'dns-ecs', 'quic-discover' or 'quic' run in the "
+                         "database")
     so_runs = runs("tls-second-opinion")
     cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _, _) in enumerate(_ZOO_FACTS))
     with ctx.db.connect() as conn:
@@ -334,6 +340,11 @@ def zoo_table(ctx: FigureContext) -> None:
     with ctx.db.connect() as conn:
         dns_rows = zoo_rows(conn, *dns)
     rows += [(*r, None) for r in dns_rows]
-    ctx.sample(len(ours) + len({r[0] for r in dns_rows}), "hosts")
+    from .quic_zoo import zoo_rows as quic_zoo_rows
+
+    with ctx.db.connect() as conn:
+        quic_rows = quic_zoo_rows(conn, *quic)
+    rows += quic_rows
+    ctx.sample(len(ours) + len({r[0] for r in dns_rows}) + len({r[0].split(":")[0] for r in quic_rows}), "hosts")
     ctx.write_csv(["hostname", "fact", "documented", "documented_source", "netsurvey_matches_documented",
                    "netsurvey", "second_opinion", "second_opinion_client", "agree", "note"], rows)

@@ -8,7 +8,9 @@ connection each, each paced by the run's limiter:
    server's order) and ``vn_greased_count`` (reserved versions, v & 0x0f0f0f0f == 0x0a0a0a0a);
 2. a fresh connection with ``--session-file`` / ``--tp-file``: ``retry`` (a Retry packet
    received), ``new_token_count`` (NEW_TOKEN frames received), ``tickets`` (GnuTLS wrote a
-   resumable session: the server sent a ticket);
+   resumable session: the server sent a ticket), and from the NewSessionTicket messages in
+   the server's 1-RTT CRYPTO data as the client dumped it: ``ticket_count``,
+   ``ticket_lifetime_s``, ``ticket_max_early_data`` (the early_data extension; 'none');
 3. a connection resuming that session: ``resumption`` (the server's Handshake-level CRYPTO
    data carries no Certificate message: a PSK handshake) and ``zero_rtt`` (early data was
    sent and the client did not print ``Early data was rejected by server``, examples/
@@ -16,8 +18,8 @@ connection each, each paced by the run's limiter:
 
 No verdict on token acceptance: Debian's gtlsclient 0.12.1 writes its ``--token-file`` but
 cannot read it back (examples/util_gnutls.cc:71-88 read_token(), tests/test_zoo_quic.py), so
-no token is ever presented; nor on ticket lifetimes (GnuTLS keeps them inside its session
-data). A run that does not reach the stage a fact needs gives that fact no verdict."""
+no token is ever presented. A run
+that does not reach the stage a fact needs gives that fact no verdict."""
 from __future__ import annotations
 
 import asyncio
@@ -86,23 +88,62 @@ def _crypto_bytes(log: str, level: str) -> bytes:
     return bytes(out)
 
 
+def _messages(data: bytes) -> list[tuple[int, bytes]]:
+    """TLS handshake messages (type, body) in CRYPTO data."""
+    out, i = [], 0
+    while i + 4 <= len(data):
+        n = int.from_bytes(data[i + 1:i + 4], "big")
+        out.append((data[i], data[i + 4:i + 4 + n]))
+        i += 4 + n
+    return out
+
+
 def handshake_types(log: str) -> list[int]:
     """TLS handshake message types in the server's Handshake-level CRYPTO data."""
-    data, types, i = _crypto_bytes(log, "Handshake"), [], 0
-    while i + 4 <= len(data):
-        types.append(data[i])
-        i += 4 + int.from_bytes(data[i + 1:i + 4], "big")
-    return types
+    return [t for t, _ in _messages(_crypto_bytes(log, "Handshake"))]
+
+
+def new_session_tickets(log: str) -> list[tuple[int, Optional[int]]]:
+    """(ticket_lifetime s, max_early_data_size or None) of each NewSessionTicket (RFC 8446
+    4.6.1) in the server's 1-RTT CRYPTO data, as the client received it."""
+    out = []
+    for t, b in _messages(_crypto_bytes(log, "Application")):
+        if t != 4 or len(b) < 9:
+            continue
+        life = int.from_bytes(b[0:4], "big")
+        i = 8 + 1 + b[8]                                   # lifetime, age_add, nonce
+        i += 2 + int.from_bytes(b[i:i + 2], "big")         # ticket
+        end = i + 2 + int.from_bytes(b[i:i + 2], "big")
+        i += 2
+        early = None
+        while i + 4 <= min(end, len(b)):
+            typ, n = int.from_bytes(b[i:i + 2], "big"), int.from_bytes(b[i + 2:i + 4], "big")
+            if typ == 42 and n == 4:                       # early_data: max_early_data_size
+                early = int.from_bytes(b[i + 4:i + 8], "big")
+            i += 4 + n
+        out.append((life, early))
+    return out
+
+
+FRESH_FACTS = ("retry", "new_token_count", "tickets", "ticket_count", "ticket_lifetime_s", "ticket_max_early_data")
 
 
 def parse_fresh(log: str, session_file: Path) -> list[Fact]:
     if "Negotiated ALPN" not in log and " HANDSHAKE_DONE(" not in log:
         last = (log.strip().splitlines() or ["no output"])[-1]
-        return [Fact(f, None, f"handshake: {last}"[:200]) for f in ("retry", "new_token_count", "tickets")]
+        return [Fact(f, None, f"handshake: {last}"[:200]) for f in FRESH_FACTS]
     retry = bool(re.search(r" pkt rx .*type=Retry", log))
     tokens = len(re.findall(r" frm rx \d+ 1RTT NEW_TOKEN\(0x07\)", log))
     tickets = session_file.is_file() and session_file.stat().st_size > 0
-    return [Fact("retry", _b(retry)), Fact("new_token_count", str(tokens)), Fact("tickets", _b(tickets))]
+    nst = new_session_tickets(log)
+    out = [Fact("retry", _b(retry)), Fact("new_token_count", str(tokens)), Fact("tickets", _b(tickets)),
+           Fact("ticket_count", str(len(nst)))]
+    if nst:
+        out += [Fact("ticket_lifetime_s", "|".join(sorted({str(x) for x, _ in nst}))),
+                Fact("ticket_max_early_data", "|".join(sorted({"none" if e is None else str(e) for _, e in nst})))]
+    else:
+        out += [Fact(f, None, "no NewSessionTicket") for f in ("ticket_lifetime_s", "ticket_max_early_data")]
+    return out
 
 
 def parse_resume(log: str) -> list[Fact]:
@@ -139,8 +180,7 @@ class QuicSecondOpinionScanner(Scanner):
                           Fact("vn_greased_count", str(sum(map(reserved, vs))))]
             await self.ctx.limiter.acquire(target.address)
             log, err = await self._run(target, [f"--session-file={sess}", f"--tp-file={tp}", f"--token-file={tok}"])
-            fresh = parse_fresh(log, sess) if err is None else [
-                Fact(f, None, err) for f in ("retry", "new_token_count", "tickets")]
+            fresh = parse_fresh(log, sess) if err is None else [Fact(f, None, err) for f in FRESH_FACTS]
             facts += fresh
             if any(f.fact == "tickets" and f.value == "true" for f in fresh):
                 await self.ctx.limiter.acquire(target.address)
