@@ -100,7 +100,8 @@ fi
 # parts (nassl bundles its own OpenSSL builds); ~6 s once.
 SSLYZE_VENV=tools/sslyze/.venv
 SSLYZE_LOCK=tools/sslyze/requirements.lock
-sslyze_want=$( (echo "$py_id"; cat "$SSLYZE_LOCK") | sha256sum | cut -d' ' -f1)
+# rebuilt only when the lock changes or the venv is broken (not per $PYTHON: any 3.11/3.12 serves)
+sslyze_want=$(sha256sum < "$SSLYZE_LOCK" | cut -d' ' -f1)
 if [ "$(cat "$SSLYZE_VENV/.netsurvey-stamp" 2>/dev/null)" != "$sslyze_want" ] \
    || ! "$SSLYZE_VENV/bin/python" -c 'import sslyze' 2>/dev/null; then
   echo "install: sslyze into $SSLYZE_VENV ($SSLYZE_LOCK)"
