@@ -262,6 +262,10 @@ _SECOND_OPINION_NOTES = {
     ("jsse", "ticket_resumption_tls12", "sslyze"):
         "sslyze counts a TLS 1.2 ticket resumption only when the session keeps the offered ticket; JSSE "
         "resumes and sends a new ticket (measured: openssl s_client -msg sees Reused + a NewSessionTicket)",
+    ("rustls-tickets", "ticket_resumption_tls12", "sslyze"):
+        "sslyze counts a TLS 1.2 ticket resumption only when the session keeps the offered ticket; rustls with "
+        "Ticketer::new() resumes and sends a new ticket (measured: openssl s_client -msg sees Reused + a "
+        "NewSessionTicket)",
 }
 
 
