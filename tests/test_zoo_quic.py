@@ -490,3 +490,59 @@ def test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes(db, zoo, qui
     assert len(conns) >= made[0]["n"] > n, (len(conns), made)
     worst = max(sum(1 for u in conns if t <= u < t + 1.0) for t in conns)
     assert worst <= pdp + 1, f"{worst} connections within one second at {addr} (limit {pdp}/s)"
+
+
+# ------------------------------------------------------------------ the zoo table's QUIC rows
+def _so(zoo, label):
+    h = zoo["hosts"][label]
+    return [x for a in h["addresses"] for x in ("--target", f"{h['hostname']}={a}")]
+
+
+@pytest.mark.skipif(not Path("/usr/bin/gtlsclient").exists(), reason="ngtcp2-client not installed")
+def test_zoo_table_quic_rows(db, zoo, quinn, tmp_path):
+    """`plot zoo-table` has QUIC rows for quic-go, ngtcp2 (stock, and its --validate-addr
+    instance's Retry) and quinn, all from the database: the cited documented default,
+    netsurvey's measurement (scan quic-discover, scan quic) and ngtcp2's own client's verdict
+    (scan quic-second-opinion: another QUIC and TLS stack than aioquic). Every measured value
+    matches the documented one or the row explains why; every second opinion agrees or the
+    row explains why; a fact without a second opinion says why. ~45 s."""
+    import csv
+
+    va = zoo["hosts"]["ngtcp2"]["validate_addr_real_clock_port"]
+    labels = ("quicgo", "ngtcp2", "quinn")
+    runs = [_scan(db, "quic-discover", *[t for x in labels for t in _targets(zoo, x)], "--timeout=2s")["run_id"],
+            _scan(db, "quic", *[t for x in labels for t in _targets(zoo, x)], *_targets(zoo, "ngtcp2", va),
+                  "--timeout=3s")["run_id"],
+            _scan(db, "quic-second-opinion", *[t for x in labels for t in _so(zoo, x)], timeout=180)["run_id"],
+            _scan(db, "quic-second-opinion", *_so(zoo, "ngtcp2")[:2], "--port", str(va))["run_id"]]
+    p = run_cli("plot", "zoo-table", *[x for r in runs for x in ("--run", str(r))], "--out", str(tmp_path),
+                dsn=db.dsn)
+    assert p.returncode == 0, p.stderr
+    with (tmp_path / "zoo-table.csv").open(newline="") as fh:
+        table = [r for r in csv.DictReader(fh) if ".zooq.test" in r["hostname"]]
+    by = {(r["hostname"], r["fact"]): r for r in table}
+    facts = {"vn_versions", "vn_greased_count", "retry", "new_token", "new_token_count_per_connection", "token_format",
+             "token_key_id_len", "tickets", "ticket_count_per_connection", "ticket_lifetime_s",
+             "ticket_max_early_data", "resumption", "zero_rtt"}
+    assert set(by) == {(zoo["hosts"][x]["hostname"], f) for x in labels for f in facts} | \
+        {(f"ngtcp2.zooq.test:{va}", "retry")}, sorted(set(by))
+    for r in table:
+        assert r["documented"] and r["documented_source"] and r["netsurvey"], r
+        assert r["netsurvey_matches_documented"] == "yes" or r["note"], r
+        if r["second_opinion"]:
+            assert r["second_opinion_client"].startswith("ngtcp2-client 0.12"), r
+            assert r["agree"] == "yes" or r["note"], r
+        else:
+            assert "no second opinion: " in r["note"], r
+    # ngtcp2's client measured every fact it can see, on every host
+    seen = facts - {"token_format", "token_key_id_len"}
+    assert {(h, f) for (h, f), r in by.items() if r["second_opinion"]} == \
+        {(zoo["hosts"][x]["hostname"], f) for x in labels for f in seen} | {(f"ngtcp2.zooq.test:{va}", "retry")}
+    # quinn: 2 NEW_TOKENs per client Handshake packet it processes - each client gets a multiple
+    # of 2 (aioquic mostly 4; ngtcp2's client 2, 4 or 8 from run to run), explained in the note
+    q = by[("quinn.zooq.test", "new_token_count_per_connection")]
+    counts = [int(n) for n in (q["netsurvey"] + "|" + q["second_opinion"]).split("|")]
+    assert q["documented"] == "2" and all(n >= 2 and n % 2 == 0 for n in counts), q
+    assert "Handshake packet" in q["note"], q
+    assert by[(f"ngtcp2.zooq.test:{va}", "retry")]["second_opinion"] == "true"
+    assert by[("quicgo.zooq.test", "vn_versions")]["second_opinion"] == "0x00000001|0x6b3343cf"
