@@ -45,8 +45,7 @@ from aioquic.tls import CipherSuite, SessionTicket
 from netsurvey.agesearch import DueQueue, decided_index, default_slots, next_points
 from netsurvey.scanning import ScanTarget
 
-from .handshake import HandshakeFailed, quic_connect
-from .records import HandshakeResult, TurnoverOptions
+from .records import TurnoverOptions
 
 KINDS = ("ticket", "token")
 

@@ -13,7 +13,7 @@ from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanStatus, ScanTarget
 
 from .handshake import HandshakeFailed, quic_connect, settle_gc
-from .records import ConnectOptions, TurnoverOptions
+from .records import TurnoverOptions
 from .schedule import TurnoverScheduler, prior_state
 from .store import Presented, QuicStore
 from .turnover import host_summaries, summarize
@@ -114,9 +114,9 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
                     counts[st] = n
         store.close()
     except BaseException:
-        from netsurvey.runctx import Terminated
-
         import sys
+
+        from netsurvey.runctx import Terminated
 
         exc = sys.exc_info()[1]
         counts.update(stats)
@@ -145,9 +145,6 @@ def _set_key_prefixes(conn, run_id: int) -> None:
 def resume_turnover(run_id: int) -> tuple:
     """The context, targets and options to continue an interrupted quic-turnover run."""
     from netsurvey.clictx import migrated_db, state as st
-    from netsurvey.etiquette import TargetPolicy, limiter_from_config
-    from netsurvey.runs import Run
-    from netsurvey.scanning import ScanContext
 
     db = migrated_db()
     with db.connect() as conn:
