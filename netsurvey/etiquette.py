@@ -150,6 +150,33 @@ def explain(reason: str) -> str:
     return f"{reason} by the etiquette policy (etiquette.allow)"
 
 
+#: The special-purpose ranges the default allow-list opens (the testbed's: 198.18.0.0/15 in
+#: 198.18.0.0/15, 2001:2::/48 in 2001::/23): a resolver in them is a testbed resolver.
+TESTBED_SPECIAL = [r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in
+                                              (ipaddress.ip_network(n) for n in EtiquetteConfig().allow))]
+
+
+def check_resolvers_on_machine(nameservers: Iterable[str], source: str = "resolv.conf nameserver") -> None:
+    """UsageError when a resolver the system is configured with (resolv.conf) is a testbed
+    address this namespace would reach by its default route: every hostname resolved
+    there would be a question sent off the machine (the session-31 adversary: scan tfo, tls,
+    quic, ... --list through /etc/netns/NS/resolv.conf). Other resolvers (the machine's
+    own, private ones) are the operator's choice and pass."""
+    table = None
+    for ns in nameservers:
+        try:
+            ip = ipaddress.ip_address(str(ns).split("%", 1)[0])
+        except ValueError:
+            continue
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        if not any(ip.version == r.version and ip in r for r in TESTBED_SPECIAL):
+            continue
+        table = table or RouteTable.snapshot()
+        if table.via_default(ip):
+            raise UsageError(f"{source} {ns}: {OFF_MACHINE_HINT}")
+
+
 def check_on_machine(option: str, address: str) -> None:
     """UsageError when ``address`` (a resolver or server given on the command line, not a
     target) is special-purpose and this namespace would reach it by its default route."""
