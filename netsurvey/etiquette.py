@@ -114,11 +114,10 @@ class TargetPolicy:
 
     def leaves_machine(self, network: IPNetwork) -> bool:
         """True when part of a special-purpose ``network`` (a --cidr / --zmap range) would
-        go out by this namespace's default route (its first or last address does)."""
+        go out by this namespace's default route (any address of it: RouteTable.range_via_default)."""
         if not any(network.version == r.version and network.overlaps(r) for r in RESERVED):
             return False
-        table = self._route_table()
-        return table.via_default(network.network_address) or table.via_default(network.broadcast_address)
+        return self._route_table().range_via_default(network)
 
     def _opened(self) -> list:
         """The special-purpose ranges the allow-list opens (the others are blocked)."""

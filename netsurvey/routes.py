@@ -181,6 +181,28 @@ class RouteTable:
                 return r
         return None
 
+    def range_via_default(self, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+        """True when any address of ``network`` may take a default route. The route picked
+        changes only where a route or rule prefix inside ``network`` starts or ends, so
+        those addresses (and the network's first) stand for all (the session-31 adversary:
+        routes for only .0 and .255 of a /24 passed a check of the two ends, and zmap, which
+        sends every probe to the next hop of the first host, sent 256 SYNs off the machine)."""
+        if not self.readable:
+            return True
+        lo, hi = int(network.network_address), int(network.broadcast_address)
+        edges = {lo}
+        prefixes = [r.network for by_len in (v for (ver, _), v in self._by_len.items() if ver == network.version)
+                    for by_net in by_len.values() for r in by_net.values()]
+        prefixes += [r.dst for r in self._rules.get(network.version, ()) if r.dst is not None]
+        for n in prefixes:
+            if n.version != network.version or not n.overlaps(network):
+                continue
+            for edge in (int(n.network_address), int(n.broadcast_address) + 1):
+                if lo <= edge <= hi:
+                    edges.add(edge)
+        make = ipaddress.IPv4Address if network.version == 4 else ipaddress.IPv6Address
+        return any(self.via_default(make(e)) for e in edges)
+
     def via_default(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         """True when a packet to ``ip`` may take a default route (or the routes are
         unreadable: fail closed). No route at all is False: the kernel refuses to send."""
