@@ -194,3 +194,19 @@ def test_browser_track_outside_the_testbed(responder, testbed, db, tmp_path):
     r = _cli(db, "browser", "track", "--test", "lifetime", "--wait", "1", timeout=200)
     assert sn.to_testbed() == []
     _refused(r)
+
+
+@needs_root()
+def test_atlas_api_host_over_the_default_route(responder, db, tmp_path, monkeypatch):
+    """The stand-in API (atlas.test, or an address of it) reached by the default route."""
+    monkeypatch.setenv("NETSURVEY_ATLAS_KEY", "adversary")
+    args = ("atlas", "run", "--probes", "country:DE", "--count", "1", "--server", "198.18.2.9",
+            "--zone", "dnstest.example.test", "--timeout", "5", "--poll", "1", "--no-server-ping", "--api-host")
+    sn = Sniffer(tmp_path / "p.jsonl")
+    try:
+        runs = [_cli(db, *args, host, timeout=45) for host in ("198.18.77.80", "atlas.test", "[::ffff:198.18.77.80]")]
+    finally:
+        sent = sn.to_testbed()
+    assert sent == []
+    for r in runs:
+        _refused(r)
