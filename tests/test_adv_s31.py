@@ -210,3 +210,17 @@ def test_atlas_api_host_over_the_default_route(responder, db, tmp_path, monkeypa
     assert sent == []
     for r in runs:
         _refused(r)
+
+
+@needs_root()
+def test_database_at_a_testbed_address_over_the_default_route(gw_pair, tmp_path):
+    sn = Sniffer(tmp_path / "p.jsonl")
+    runs = []
+    for dsn in ("host=198.18.77.5 port=5432 user=x dbname=y connect_timeout=2",
+                "postgresql://x@[2001:2:0:77::5]:5432/y?connect_timeout=2"):
+        env = dict(os.environ, NETSURVEY_DSN=dsn, PYTHONPATH=str(REPO))
+        runs.append(subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-m", "netsurvey.cli", "runs"],
+                                   cwd=REPO, env=env, capture_output=True, text=True, timeout=60))
+    assert sn.to_testbed() == []
+    for r in runs:
+        _refused(r)
