@@ -224,3 +224,19 @@ def test_database_at_a_testbed_address_over_the_default_route(gw_pair, tmp_path)
     assert sn.to_testbed() == []
     for r in runs:
         _refused(r)
+
+
+@needs_root()
+def test_testssl_start_up_asks_no_resolver(gw_pair, db, tmp_path):
+    """testssl.sh probes openssl at start-up with '-connect invalid.:443': a DNS question each,
+    here to a testbed resolver by the default route (22 on the old code, and a hang)."""
+    RESOLV.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV.write_text("nameserver 198.18.77.53\n")
+    sn = Sniffer(tmp_path / "p.jsonl")
+    try:
+        r = _cli(db, "scan", "tls-second-opinion", "--target", "a.test=198.18.77.80", "--client", "testssl",
+                 "--testssl-timeout", "10", timeout=60)
+    finally:
+        sent = sn.to_testbed()
+    assert sent == []
+    assert r.returncode == 0 and "blocked 1" in r.stdout, r.stdout + r.stderr
