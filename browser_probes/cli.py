@@ -84,6 +84,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("give --list NAME and/or --url URL")
         db = migrated_db()
         policy = TargetPolicy.from_config(state.config.etiquette)
+        _check_browser_contained(policy)
         from netsurvey.resolve import system_resolver
 
         system_resolver()   # the browser and the checks below resolve through resolv.conf's resolver
@@ -290,6 +291,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--repeat must be between 1 and 1000")
         server, applied = _timing_server()
         policy = _policy()
+        _check_browser_contained(policy)
         for addr in server["addresses"]:
             why = policy.reason_blocked(addr)
             if why:
@@ -331,6 +333,16 @@ def _policy():
     from netsurvey.etiquette import TargetPolicy
 
     return TargetPolicy.from_config(state.config.etiquette)
+
+
+def _check_browser_contained(policy) -> None:
+    """A browser fetches whatever a page names (third parties, subresources), past the
+    etiquette policy: it runs only where no allowed testbed network takes the default route."""
+    leaving = policy.testbed_off_machine()
+    if leaving:
+        raise UsageError(f"a browser goes wherever pages point it, and this namespace sends (part of) "
+                         f"{', '.join(map(str, leaving))} through its default gateway, off the machine: "
+                         "run inside the testbed (netsurvey testbed exec -- ...)")
 
 
 def _timing_link() -> tuple[dict, Optional[str]]:
@@ -405,6 +417,7 @@ def _check_truth_reachable(truth: dict) -> None:
     from netsurvey.resolve import system_resolver
 
     policy = _policy()
+    _check_browser_contained(policy)
     for h in [*truth.get("tls_hosts", ()), *truth.get("quic_hosts", ())]:
         for addr in h.get("addresses", ()):
             why = policy.reason_blocked(addr)

@@ -119,6 +119,18 @@ class TargetPolicy:
             return False
         return self._route_table().range_via_default(network)
 
+    def testbed_off_machine(self) -> list:
+        """The allowed networks inside special-purpose ranges (the testbed's) that this
+        namespace would send, in part at least, by its default route. A browser goes
+        wherever a page points it, past this policy: it may run only where this is empty
+        (the session-31 adversary: a page at a routed testbed address made Chromium fetch
+        198.18.77.99 and 2001:2:0:77::99 by the default route)."""
+        nets = [a for a in self.allow if any(a.version == r.version and a.subnet_of(r) for r in RESERVED)]
+        if not nets:
+            return []
+        table = self._route_table()
+        return [a for a in nets if table.range_via_default(a)]
+
     def _opened(self) -> list:
         """The special-purpose ranges the allow-list opens (the others are blocked)."""
         if not self._routes:

@@ -240,3 +240,32 @@ def test_testssl_start_up_asks_no_resolver(gw_pair, db, tmp_path):
         sent = sn.to_testbed()
     assert sent == []
     assert r.returncode == 0 and "blocked 1" in r.stdout, r.stdout + r.stderr
+
+
+@needs_root()
+def test_browser_subresources_over_the_default_route(gw_pair, db, tmp_path):
+    """A page at a routed testbed address names subresources at unrouted ones: the policy
+    allows the page, and Chromium (past the policy) fetched 198.18.77.99 and 2001:2:0:77::99
+    by the default route on the old code."""
+    _ip("route", "add", "local", "198.18.77.0/24", "dev", "lo", ns=NS_GW)
+    _ip("route", "add", "198.18.77.80/32", "via", "198.18.253.1")
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text('<html><body><img src="http://198.18.77.99/a.png">'
+                                    '<img src="http://[2001:2:0:77::99]/b.png"></body></html>')
+    srv = subprocess.Popen(["ip", "netns", "exec", NS_GW, sys.executable, "-m", "http.server", "80", "--bind",
+                            "198.18.77.80", "--directory", str(www)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        sn = Sniffer(tmp_path / "p.jsonl")
+        try:
+            r = _cli(db, "browser", "pageload", "--url", "http://198.18.77.80/", "--browsers", "1",
+                     "--page-timeout", "20", timeout=150)
+        finally:
+            sent = [p for p in sn.to_testbed() if not p.endswith(("198.18.77.80:80",))]
+    finally:
+        srv.kill()
+        srv.wait()
+    assert sent == []
+    _refused(r)
