@@ -84,7 +84,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("give --list NAME and/or --url URL")
         db = migrated_db()
         policy = TargetPolicy.from_config(state.config.etiquette)
-        _check_browser_contained(policy)
         from netsurvey.resolve import system_resolver
 
         system_resolver()   # the browser and the checks below resolve through resolv.conf's resolver
@@ -97,6 +96,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 skipped += 1
                 Console(stderr=True).print(f"skipped: {exc}", highlight=False, markup=False, soft_wrap=True)
         urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
+        _check_browser_contained(policy)
         link, link_ns = _timing_link()
         ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout, **link},
