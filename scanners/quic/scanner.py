@@ -11,9 +11,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
 
-import dns.asyncresolver
 
 from netsurvey.etiquette import user_agent
+from netsurvey.resolve import system_resolver
 from netsurvey.scanning import ScanOutcome, ScanStatus, Scanner, ScanTarget
 
 from .discover import fetch_alt_svc, https_record_alpn, parse_alt_svc
@@ -50,7 +50,7 @@ class QuicDiscoverScanner(Scanner):
 
     def init(self, options: DiscoverOptions, ctx) -> None:
         super().init(options, ctx)
-        self._resolver = dns.asyncresolver.Resolver()
+        self._resolver = system_resolver()
         self._resolver.lifetime = options.timeout_s
         self._https_cache: dict[str, object] = {}
         self._ua = user_agent(ctx.config.etiquette)
