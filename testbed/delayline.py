@@ -165,10 +165,13 @@ def main() -> None:
         for fd, _ in events:
             try:
                 pkt = os.read(fd, 65536)
-            except BlockingIOError:
+            except (BlockingIOError, InterruptedError):
                 continue
-            except OSError:
-                continue
+            except OSError as exc:   # the device is gone (its namespace was deleted): polling
+                # it again would spin; end, so the owner sees the line down and rebuilds it
+                print(f"delayline: reading fd {fd}: {exc}; ending", flush=True)
+                stop.append(1)
+                break
             lines[fd].push(pkt)
 
 

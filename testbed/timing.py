@@ -115,7 +115,7 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     """Create the timing testbed (idempotent). Its link starts with profile 'none'."""
     if healthy(cfg):
         return status(cfg)
-    down(cfg, log=lambda *_: None)
+    down(cfg, log=lambda *_: None, with_track=False)
     t0 = time.time()
     t = cfg.timing
     vns, sns = netns_name(t.vantage_ns), netns_name(t.server_ns)
@@ -298,10 +298,15 @@ def _start(st: dict, spec: ProcSpec) -> None:
     _wait_ready(spec, p.pid, spec.ready_timeout_s, netns=spec.namespace)
 
 
-def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
-    """Stop the timing testbed's processes (by recorded pid) and remove its namespaces."""
+def down(cfg: Optional[TestbedConfig] = None, log=print, with_track: bool = True) -> None:
+    """Stop the timing testbed's processes (by recorded pid) and remove its namespaces (and
+    the tracking vantage, testbed/trackline.py, unless ``with_track`` is false: a rebuild of
+    the timing testbed leaves it alone, it does not depend on it)."""
+    from . import trackline
     from .procs import ProcState, _kill
 
+    if with_track:
+        trackline.down(cfg, log=log)   # its state lives in ours
     st = _state()
     for p in reversed(st.get("procs", [])):
         _kill(ProcState(p["name"], p["namespace"], p["pid"], p["argv"], p["log"]))
@@ -333,17 +338,28 @@ def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
     dl = next((x for x in st.get("procs", []) if x["name"] == "delayline"), None)
     if dl is None or not _alive(dl):
         raise ProfileError("the timing testbed is not up (netsurvey testbed timing up)")
-    d = _dir()
+    hand_profile(_dir(), dl["pid"], p)
+
+
+def hand_profile(d: Path, pid: int, p: Profile) -> None:
+    """Write ``p`` to the profile file in ``d`` of the delay line ``pid`` and wait until its
+    applied file (``d/applied.json``) reports it (also the tracking vantage's, trackline.py)."""
     (d / "profile.json.tmp").write_text(json.dumps(p.model_dump()))
     (d / "profile.json.tmp").rename(d / "profile.json")
-    before = (delay_line_applied() or {}).get("applied_at", 0)
+
+    def now_applied() -> dict:
+        try:
+            return json.loads((d / "applied.json").read_text())
+        except (OSError, ValueError):
+            return {}
+    before = now_applied().get("applied_at", 0)
     deadline = time.time() + 5
     next_hup = 0.0
     while time.time() < deadline:
         if time.time() >= next_hup:  # again after 0.5 s: a SIGHUP during its start-up may be lost
-            os.kill(dl["pid"], 1)  # SIGHUP
+            os.kill(pid, 1)  # SIGHUP
             next_hup = time.time() + 0.5
-        now = delay_line_applied() or {}
+        now = now_applied()
         if now.get("applied_at", 0) > before and now.get("name") == p.name:
             return
         time.sleep(0.01)
