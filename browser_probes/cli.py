@@ -147,12 +147,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if any(not w >= 0 or w == float("inf") for w in wait):
             raise UsageError("--wait must be a finite number of seconds, not negative")
         wait = list(dict.fromkeys(wait))   # a wait given twice is measured once (rows are keyed by it)
-        if profile is not None:   # run this command again in the tracking vantage, under the profile
+        from netsurvey import runctx
+
+        if profile is not None and runctx.current_shard() is not None:
+            raise UsageError("--profile runs inline only (one delay line: no --shards / --procs)")
+        if profile is not None and not runctx.is_dry_run():   # run again in the tracking vantage, under it
             raise typer.Exit(_track_behind_line(profile, browser, names, wait, as_json))
         truth = _ground_truth()
         exps = experiments(truth)
         qexps = quic_experiments(truth)
         link, link_ns = _track_link()
+        if profile is not None:   # a dry run: the profile it would run under (nothing is brought up)
+            _check_profile(profile)
+            link = {"link_profile": profile}
         ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait), **link},
                         **({"namespace": link_ns} if link_ns else {}), packages=("selenium",))
         watch = {p.address for n in names if n in exps for p in exps[n].probes}
@@ -352,6 +359,19 @@ def _track_link() -> tuple[dict, Optional[str]]:
              "link_loss_pct": a.get("loss_pct"), "link_rate_kbit": a.get("rate_kbit")}, trackline.netns_name(cfg))
 
 
+def _check_profile(profile: str):
+    """The testbed config if ``profile`` is one of its [[profile]]s, else UsageError."""
+    from testbed.manager import State
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    st = State.load()
+    cfg = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+    known = [p.name for p in cfg.profiles]
+    if profile not in known:
+        raise UsageError(f"--profile: no such profile {profile!r} (known: {', '.join(known)})")
+    return cfg
+
+
 def _track_behind_line(profile: str, browser: str, names: list[str], wait: list[float], as_json: bool) -> int:
     """``browser track --profile P``: bring up the tracking vantage (testbed/trackline.py), switch
     its delay line to P, run ``browser track`` there (same arguments), switch back to 'none'.
@@ -361,16 +381,13 @@ def _track_behind_line(profile: str, browser: str, names: list[str], wait: list[
 
     from testbed import trackline
     from testbed.manager import State
-    from testbed.model import DEFAULT_TESTBED_CONFIG, ProfileError, load_testbed_config
+    from testbed.model import ProfileError
     from testbed.profiles import TRACK, apply
 
+    cfg = _check_profile(profile)
     st = State.load()
     if not st or not st.complete:
         raise UsageError("the testbed is not up ('netsurvey testbed up')")
-    cfg = load_testbed_config(Path(st.config_path) if st.config_path else DEFAULT_TESTBED_CONFIG)
-    known = [p.name for p in cfg.profiles]
-    if profile not in known:
-        raise UsageError(f"--profile: no such profile {profile!r} (known: {', '.join(known)})")
     if trackline.in_track_vantage(cfg):
         raise UsageError("--profile: already in the tracking vantage (run browser track without --profile here)")
     if os.geteuid() != 0:

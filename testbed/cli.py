@@ -92,9 +92,9 @@ def exec_(cmd: List[str] = typer.Argument(..., help="Command to run in the vanta
 @testbed_app.command("profile")
 def profile_cmd(name: str = typer.Argument(..., help="Profile name ([[profile]] in the testbed config)."),
                 host_class: List[str] = typer.Option(..., "--class", help="Host class: a namespace name of the "
-                                                     "testbed, or 'timing' (repeatable)."),
+                                                     "testbed, 'timing', or 'track' (the tracking vantage; repeatable)."),
                 config: Optional[Path] = _CONFIG_OPT) -> None:
-    """Switch host classes' links to a delay profile (netem/tbf; the delay line for 'timing')."""
+    """Switch host classes' links to a delay profile (netem/tbf; the delay line for 'timing' and 'track')."""
     from .profiles import ProfileError, apply
 
     tb = _testbed(config, use_running=False)
