@@ -165,7 +165,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         watch = {p.address for n in names if n in exps for p in exps[n].probes}
         if "cross-app" in names:
             watch |= tfo_addresses(truth)
-        obs = ObserverProcess(watch) if watch else None
+        # behind the delay line the browser has addresses of its own: other scanners of the
+        # shared vantage (198.18.0.1) never pass for it, whatever their ClientHello looks like
+        obs = ObserverProcess(watch, clients=_track_addresses() if link_ns else None) if watch else None
         conn = ctx.db.connect()
         osd = os_description()
         verdicts = []
@@ -357,6 +359,15 @@ def _track_link() -> tuple[dict, Optional[str]]:
     a = trackline.delay_line_applied() or {}
     return ({"link_profile": a.get("name"), "link_rtt_ms": a.get("rtt_ms"), "link_jitter_ms": a.get("jitter_ms"),
              "link_loss_pct": a.get("loss_pct"), "link_rate_kbit": a.get("rate_kbit")}, trackline.netns_name(cfg))
+
+
+def _track_addresses() -> set[str]:
+    from testbed.manager import State
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    st = State.load()
+    t = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG).timing
+    return {t.track_v4, str(ipaddress.ip_address(t.track_v6))}
 
 
 def _check_profile(profile: str):

@@ -100,7 +100,10 @@ def experiments(truth: dict) -> dict[str, Experiment]:
 class ObserverProcess:
     """The observer running in the web namespace; collects its JSON lines in a thread."""
 
-    def __init__(self, addresses: set[str]):
+    def __init__(self, addresses: set[str], clients: Optional[set[str]] = None):
+        """``clients``: keep only connections from these client addresses (the tracking
+        vantage's own, behind the delay line: nothing else uses them), else every client."""
+        self.clients = clients
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", WEB_NETNS, sys.executable, "-m", "browser_probes.observer", "--linger", "1.0",
@@ -126,7 +129,8 @@ class ObserverProcess:
 
     def since(self, t0: float, t1: float) -> list[dict]:
         with self._lock:
-            return [r for r in self.records if t0 <= r["ts"] < t1]
+            return [r for r in self.records if t0 <= r["ts"] < t1
+                    and (self.clients is None or r.get("client") in self.clients)]
 
     def close(self) -> None:
         self.proc.terminate()
