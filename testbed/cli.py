@@ -126,10 +126,13 @@ def timing_up(config: Optional[Path] = _CONFIG_OPT) -> None:
 
 @timing_app.command("down")
 def timing_down(config: Optional[Path] = _CONFIG_OPT) -> None:
-    """Stop the timing testbed and remove its namespaces (the shared testbed is untouched)."""
-    from . import timing
+    """Stop the timing testbed and the tracking vantage, remove their namespaces (the shared
+    testbed is untouched but for the tracking vantage's TUN peer in its vantage)."""
+    from . import timing, trackline
 
-    timing.down(_testbed(config, use_running=False).cfg, log=lambda m: err.print(m))
+    cfg = _testbed(config, use_running=False).cfg
+    trackline.down(cfg, log=lambda m: err.print(m))
+    timing.down(cfg, log=lambda m: err.print(m))
 
 
 @timing_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

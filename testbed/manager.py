@@ -414,9 +414,10 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
-    from . import timing, zoo_dns, zoo_quic  # their processes are not in state.json (issues 25, 24)
+    from . import timing, trackline, zoo_dns, zoo_quic  # their processes are not in state.json (issues 25, 24)
 
     with _exclusive():
+        trackline.down(log=lambda *_: None)   # the tracking vantage (its peer TUN is in our vantage)
         timing.down(log=lambda *_: None)
         zoo_dns.down(log=lambda *_: None)
         zoo_quic.down(log=lambda *_: None)

@@ -110,17 +110,6 @@ def _record(cls: str, name: str) -> None:
     tmp.rename(d / "profiles.json")
 
 
-def forget(cls: str) -> None:
-    """Drop the recorded profile of a host class whose link is gone."""
-    cur = _recorded()
-    if cls in cur:
-        cur.pop(cls)
-        d = state_dir()
-        tmp = d / "profiles.json.tmp"
-        tmp.write_text(json.dumps(cur, indent=1))
-        tmp.rename(d / "profiles.json")
-
-
 def apply(cfg: TestbedConfig, name: str, host_classes: list[str]) -> dict:
     """Switch ``host_classes`` to profile ``name``; returns :func:`applied` for them."""
     try:
@@ -197,10 +186,11 @@ def applied(cfg: TestbedConfig) -> dict:
             from .timing import delay_line_applied
 
             info["delay_line"] = delay_line_applied()
-        elif c == TRACK:
+        elif c == TRACK:   # its profile is what its delay line applies (it may be rebuilt at 'none')
             from .trackline import delay_line_applied as track_applied
 
             info["delay_line"] = track_applied()
+            info["profile"] = (info["delay_line"] or {}).get("name", info["profile"])
         out[c] = info
     return out
 

@@ -18,7 +18,8 @@ Host class ``track`` (testbed/profiles.py): ``netsurvey testbed profile lte --cl
 ``browser track --profile P`` does that, runs itself here and switches back to ``none``.
 State lives in ``<state dir>/timing/track/`` (the timing testbed's own processes are
 exempt from the shared testbed's orphan sweep); ``testbed timing down`` and ``testbed down``
-remove it. A rebuilt shared testbed loses ``tkg0``: :func:`healthy` notices, :func:`up`
+remove it (it does not depend on the timing testbed: rebuilding that leaves it alone). Its
+profile is the one its delay line reports (``testbed status --json`` -> profiles.applied.track). A rebuilt shared testbed loses ``tkg0``: :func:`healthy` notices, :func:`up`
 rebuilds.
 """
 from __future__ import annotations
@@ -43,15 +44,17 @@ LAYOUT = 1
 
 
 def netns_name(cfg: TestbedConfig) -> str:
-    from .timing import netns_name as tns
+    from .timing import netns_name as tns   # the timing testbed's prefix: a shared rebuild leaves it
 
     return tns(cfg.timing.track_ns)
 
 
 def _dir() -> Path:
-    from .timing import _dir as timing_dir
+    """``<state dir>/timing/track``: under the timing testbed's directory, whose processes the
+    shared testbed's orphan sweep leaves alone (testbed/manager.py ``_orphans``)."""
+    from .procs import state_dir
 
-    return timing_dir() / "track"
+    return state_dir() / "timing" / "track"
 
 
 def _state() -> dict:
@@ -121,9 +124,9 @@ def up(cfg: TestbedConfig, log=print) -> dict:
                              start_new_session=True)
     st["procs"].append({"name": "delayline", "namespace": ns, "pid": p.pid, "argv": argv, "log": str(log_path)})
     _save(st)
-    from .timing import _wait_file
+    from .delayline import wait_started
 
-    _wait_file(d / "applied.json", p.pid)
+    wait_started(d / "applied.json", p.pid)
     st["complete"] = True
     _save(st)
     log(f"tracking vantage up: {ns} behind a delay line into {SHARED_VANTAGE} in {time.time() - t0:.1f} s")
@@ -147,24 +150,21 @@ def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
         netns.remove_resolv_conf(n)
     if SHARED_VANTAGE in existing and _peer_present():   # its routes go with the device
         subprocess.run(["ip", "-n", SHARED_VANTAGE, "link", "del", PEER_DEV], capture_output=True)
-    f = _dir() / "state.json"
-    if f.exists():
-        f.unlink()
-    from .profiles import forget
-
-    forget("track")
+    for f in (_dir() / "state.json", _dir() / "applied.json"):
+        if f.exists():
+            f.unlink()
     if names & existing:
         log(f"tracking vantage down ({len(names & existing)} namespaces removed)")
 
 
 def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
+    from .delayline import hand_profile
     from .model import ProfileError
-    from .timing import hand_profile
 
     dl = next((x for x in _state().get("procs", []) if x["name"] == "delayline"), None)
     if dl is None or not _alive(dl) or not healthy(cfg):
         raise ProfileError("the tracking vantage is not up (browser track --profile P brings it up)")
-    hand_profile(_dir(), dl["pid"], p)
+    hand_profile(_dir(), dl["pid"], p.model_dump())
 
 
 def delay_line_applied() -> Optional[dict]:
