@@ -367,6 +367,8 @@ class Testbed:
         from . import profiles, timing  # link profiles and the timing testbed (issue 25)
         truth["profiles"] = profiles.ground_truth(cfg)
         truth["timing"] = timing.status(cfg)
+        from . import trackline  # the tracking vantage behind its delay line (issue 25, item 4)
+        truth["track"] = trackline.status(cfg)
         from . import zoo_dns  # the DNS zoo (issue 24), a testbed of its own
         truth["zoo_dns"] = zoo_dns.status()
         from . import zoo2  # TLS zoo 2 (issue 24): a testbed of its own

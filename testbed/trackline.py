@@ -176,8 +176,9 @@ def delay_line_applied() -> Optional[dict]:
 
 def status(cfg: TestbedConfig) -> dict:
     t = cfg.timing
-    return {"up": healthy(cfg), "netns": netns_name(cfg), "v4": t.track_v4, "v6": t.track_v6,
-            "peer": f"{SHARED_VANTAGE}:{PEER_DEV}", "delay_line": delay_line_applied()}
+    up_ = healthy(cfg)
+    return {"up": up_, "netns": netns_name(cfg), "v4": t.track_v4, "v6": t.track_v6,
+            "peer": f"{SHARED_VANTAGE}:{PEER_DEV}", "delay_line": delay_line_applied() if up_ else None}
 
 
 def in_track_vantage(cfg: TestbedConfig) -> bool:
