@@ -349,11 +349,8 @@ def _track_link() -> tuple[dict, Optional[str]]:
     namespace, when this runs there (``browser track --profile P`` re-runs itself there); else
     ({}, None): the shared vantage, no delay line."""
     from testbed import trackline
-    from testbed.manager import State
-    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
 
-    st = State.load()
-    cfg = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+    cfg = _testbed_cfg()
     if not trackline.in_track_vantage(cfg):
         return {}, None
     a = trackline.delay_line_applied() or {}
@@ -361,22 +358,23 @@ def _track_link() -> tuple[dict, Optional[str]]:
              "link_loss_pct": a.get("loss_pct"), "link_rate_kbit": a.get("rate_kbit")}, trackline.netns_name(cfg))
 
 
-def _track_addresses() -> set[str]:
+def _testbed_cfg():
+    """The running testbed's config (it may be another checkout's), else this checkout's."""
     from testbed.manager import State
     from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
 
     st = State.load()
-    t = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG).timing
+    return load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+
+
+def _track_addresses() -> set[str]:
+    t = _testbed_cfg().timing
     return {t.track_v4, str(ipaddress.ip_address(t.track_v6))}
 
 
 def _check_profile(profile: str):
     """The testbed config if ``profile`` is one of its [[profile]]s, else UsageError."""
-    from testbed.manager import State
-    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
-
-    st = State.load()
-    cfg = load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+    cfg = _testbed_cfg()
     known = [p.name for p in cfg.profiles]
     if profile not in known:
         raise UsageError(f"--profile: no such profile {profile!r} (known: {', '.join(known)})")
