@@ -68,6 +68,7 @@ def test_unknown_profile_is_refused_before_anything_runs(db, testbed):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)   # Firefox: ~3 min under lte + ~2.6 min without (the default is 300 s)
 @pytest.mark.parametrize("browser", ["chromium", "firefox", "webkit"])
 def test_every_verdict_is_the_same_under_lte(db, testbed, browser):
     """All experiments (TLS, QUIC, cross-app TFO) under 'lte' (60 ms) and without delay: the
