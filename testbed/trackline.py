@@ -40,7 +40,7 @@ SHARED_VANTAGE = "nstb-vantage"
 #: the TUN device in the tracking vantage and its peer in the shared vantage
 DEV, PEER_DEV = "tkv0", "tkg0"
 #: bumped when what `up` builds changes
-LAYOUT = 1
+LAYOUT = 2   # 2: testbed routes instead of a default route
 
 
 def netns_name(cfg: TestbedConfig) -> str:
@@ -102,7 +102,10 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     netns.add_netns(ns)
     netns.ip_batch([f"tuntap add dev {DEV} mode tun", f"addr add {t.track_v4}/24 dev {DEV}",
                     f"addr add {t.track_v6}/64 dev {DEV} nodad", f"link set {DEV} mtu 1500 up",
-                    f"route add default dev {DEV}", f"route add ::/0 dev {DEV}"], ns=ns)
+                    # the testbed's ranges only, never a default route: the etiquette refuses
+                    # testbed addresses over a default route (netsurvey/routes.py), and a
+                    # browser's background traffic to anything else finds no route
+                    f"route add 198.18.0.0/15 dev {DEV}", f"route add 2001:2::/48 dev {DEV}"], ns=ns)
     # the shared vantage routes the tracking vantage's prefixes into tkg0 (it forwards already)
     import ipaddress
 

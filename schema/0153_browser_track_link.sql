@@ -1,4 +1,4 @@
--- 0151_browser_track_link: the delay a tracking experiment ran under (issue 25, item 4).
+-- 0153_browser_track_link: the delay a tracking experiment ran under (issue 25, item 4).
 -- `browser track --profile P` runs the browser in the tracking vantage (testbed/trackline.py)
 -- behind a delay line into the shared testbed: each verdict records the profile the delay line
 -- applied (its own report, not the option), and each observed TCP connection the round trip
@@ -7,11 +7,11 @@
 
 ALTER TABLE browser_track_verdict ADD COLUMN link_profile text;
 ALTER TABLE browser_track_verdict ADD COLUMN link_rtt_ms float8;
-COMMENT ON COLUMN browser_track_verdict.link_profile IS 'Delay profile ([[profile]] of config/testbed.toml) the tracking vantage''s delay line applied during the experiment (browser track --profile); NULL = run from the shared vantage, no delay line (and rows before migration 0151).';
+COMMENT ON COLUMN browser_track_verdict.link_profile IS 'Delay profile ([[profile]] of config/testbed.toml) the tracking vantage''s delay line applied during the experiment (browser track --profile); NULL = run from the shared vantage, no delay line (and rows before migration 0153).';
 COMMENT ON COLUMN browser_track_verdict.link_rtt_ms IS 'Milliseconds: round trip the delay line added (its applied profile''s rtt_ms; NULL as link_profile).';
 
 ALTER TABLE browser_track_connection ADD COLUMN handshake_rtt_ms float8;
-COMMENT ON COLUMN browser_track_connection.handshake_rtt_ms IS 'Milliseconds: the TCP round trip seen by the server side (observer: kernel capture time of the server''s SYN-ACK to the client''s next segment); NULL for QUIC rows and rows before migration 0151.';
+COMMENT ON COLUMN browser_track_connection.handshake_rtt_ms IS 'Milliseconds: the TCP round trip seen by the server side (observer: kernel capture time of the server''s SYN-ACK to the client''s next segment); NULL for QUIC rows and rows before migration 0153.';
 
 CREATE OR REPLACE VIEW browser_tracking_table AS
 SELECT v.run_id, v.browser, v.browser_version, v.os, v.experiment, v.mechanism,
