@@ -303,13 +303,12 @@ def test_testssl_every_connection_paced(db, gnutls_serv):
         rows = conn.execute("SELECT mechanism, status, error, connections FROM tls_second_opinion WHERE run_id = %s",
                             (run_id,)).fetchall()
     assert {x[0] for x in rows} == {"id", "lifetime-hint", "ticket"}, rows
-    n = rows[0][3]
-    assert n is not None and all(x[3] == n for x in rows) and n >= 15, rows
-    assert len(syns) == n, (len(syns), n)                   # no connection bypassed the gate
+    assert len(syns) >= 15, syns
     most = max(sum(1 for u in syns if t <= u < t + 1.0) for t in syns)
-    assert most <= 2 + 1, most                               # per_destination_pps = 2, burst 1
     gaps = [b - a for a, b in zip(syns, syns[1:])]
-    assert min(gaps) >= 0.5 * 0.8, sorted(gaps)[:5]
+    assert most <= 2 + 1 and min(gaps) >= 0.5 * 0.8, (most, sorted(gaps)[:5])   # per_destination_pps = 2
+    n = rows[0][3]
+    assert all(x[3] == n for x in rows) and len(syns) == n, (len(syns), rows)   # none bypassed the gate
 
 
 _GATED_CLIENT = r"""

@@ -6,7 +6,8 @@ extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c).
 
 A further opinion (``--client testssl``): testssl.sh's server-defaults check, which
 reports ticket and "ID" resumption and the ticket lifetime hint at the TLS version it
-picks itself (testssl.py). And ``--client sslyze``: sslyze's TLS 1.2 resumption (ID, ticket)
+picks itself (testssl.py), every one of its connections (and those of the bash and
+openssl processes it starts) paced by the run's limiter through connectgate.c. And ``--client sslyze``: sslyze's TLS 1.2 resumption (ID, ticket)
 and TLS 1.3 early-data verdicts (sslyze.py), every one of its connections paced by the
 run's limiter through a gate (sslyze_gate.py)."""
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Options:
     #: further clients: (kind, executable, version label); kind "testssl" (testssl.py) or
     #: "sslyze" (sslyze.py; the executable is the interpreter of sslyze's own venv)
     others: tuple[tuple[str, str, str], ...] = ()
-    #: seconds one testssl.sh run may take (it makes ~100 connections)
+    #: seconds one testssl.sh run may take (~24 connections, each paced by the run's limiter)
     testssl_timeout_s: float = 240.0
     #: seconds one sslyze run may take (~25 connections, each paced by the run's limiter)
     sslyze_timeout_s: float = 120.0

@@ -23,8 +23,27 @@ verdict here) and the "ID" check "not supported" (OpenSSL 3 branch of
 the zoo's gnutls-serv and HAProxy; the version testssl.sh picks varies from run to run for
 the same reason. TLS 1.2 tickets come inside the handshake: no race.
 
-Lots of connections (testssl.sh runs ~100 handshakes with -S): the CLI allows it only
-against the testbed's ranges and loopback (TESTBED_NETS)."""
+Etiquette: testssl.sh 3.0.8 ``-S`` opened 24 TCP connections to a local gnutls-serv (SYNs
+counted with a sniffer on lo), most of them from bash itself (``/dev/tcp``: its socket
+probes) or from ``openssl s_client``, so neither an openssl wrapper nor one token per run
+can pace them: ungated they came up to 4-6 within one second, 0.04-0.13 s apart. testssl.sh
+therefore runs with connectgate.c preloaded (LD_PRELOAD, built with gcc on first use into
+~/.cache/netsurvey, like browser_probes' clockshift.c); every process it starts inherits it.
+Before each connect()/sendto()/sendmsg() to an IP address the shim asks this process over a
+unix socket (:class:`Gate`); the scanner grants only the target's own address and port, if
+the policy allows it, after one token of the run's rate limiter, and the granted connections
+are the row's ``connections``. Everything else is refused (ECONNREFUSED/EACCES, no packet):
+UDP and so any resolver query (testssl.sh runs with ``--nodns none --ip ADDRESS``: none was
+asked for), and testssl.sh's own loopback connections - at start-up it checks which options
+its openssl knows with ``s_client -tls1_3 </dev/null`` and the like (find_openssl_binary(),
+testssl.sh 3.0.8 lines 17189-17204), four runs of s_client without ``-connect``, each of
+which tries OpenSSL's default ``localhost:4433`` (::1 and 127.0.0.1: 8 connections); only
+the "unknown option" text is read, so refusing them changes nothing for testssl.sh and
+keeps them off whatever listens on that port. With ``per_destination_pps = 2``: 24
+connections granted = 24 SYNs, at most 2 in any second, 0.5 s apart
+(tests/test_scan_tls_second_opinion.py). Not covered: statically linked programs and raw
+syscalls (testssl.sh uses neither; the sniffer test would see them). The CLI still allows
+testssl.sh only against the testbed's ranges and loopback (TESTBED_NETS)."""
 from __future__ import annotations
 
 import asyncio
