@@ -320,11 +320,12 @@ for dest in (("127.0.0.1", port), ("127.0.0.1", other), ("127.0.0.2", port), (":
     out.append(errno.errorcode.get(s.connect_ex(dest), "ok"))
     s.close()
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    u.sendto(b"x", ("127.0.0.1", 53))
-    out.append("sent")
-except OSError as e:
-    out.append(errno.errorcode[e.errno])
+for send in (lambda: u.sendto(b"x", ("127.0.0.1", 53)), lambda: u.sendmsg([b"x"], [], 0, ("127.0.0.1", 53))):
+    try:
+        send()
+        out.append("sent")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
 try:
     socket.getaddrinfo("local.zoo.test", 443)
     out.append("resolved")
@@ -338,7 +339,7 @@ def test_connectgate_asks_the_parent_for_every_connection(tmp_path):
     """connectgate.c (preloaded into testssl.sh and its children) asks the parent before every
     IP connect and datagram: here a Python child connects to the granted address and port
     (ok), to another port and other addresses (ECONNREFUSED without a SYN: the listener
-    on the other port accepts nothing), sends a UDP datagram (EACCES) and resolves a name
+    on the other port accepts nothing), sends UDP datagrams (sendto, sendmsg: EACCES) and resolves a name
     (refused: only address literals). The gate counts the grant and lists the refusals."""
     import asyncio
     import sys
@@ -361,9 +362,9 @@ def test_connectgate_asks_the_parent_for_every_connection(tmp_path):
 
     try:
         out, gate = asyncio.run(main())
-        assert out == ["ok", "ECONNREFUSED", "ECONNREFUSED", "ECONNREFUSED", "EACCES", "no-resolution"], out
+        assert out == ["ok", "ECONNREFUSED", "ECONNREFUSED", "ECONNREFUSED", "EACCES", "EACCES", "no-resolution"], out
         assert gate.granted == 1 and sorted(gate.refused) == sorted(
-            [f"tcp 127.0.0.1 {oport}", f"tcp 127.0.0.2 {port}", f"tcp ::1 {port}", "udp 127.0.0.1 53"]), gate.refused
+            [f"tcp 127.0.0.1 {oport}", f"tcp 127.0.0.2 {port}", f"tcp ::1 {port}", "udp 127.0.0.1 53", "udp 127.0.0.1 53"]), gate.refused
         with pytest.raises(socket.timeout):
             other.accept()
     finally:

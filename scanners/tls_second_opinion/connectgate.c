@@ -5,8 +5,8 @@
  * too: testssl.sh opens most of its connections itself (bash's /dev/tcp) or through
  * s_client, neither of which an openssl wrapper script could pace.
  *
- * Before connect() on an AF_INET/AF_INET6 socket, and before sendto()/sendmsg() with a
- * destination address on one (UDP datagrams, TCP Fast Open), the process connects to the
+ * Before connect() on an AF_INET/AF_INET6 socket, and before sendto()/sendmsg()/sendmmsg()
+ * with a destination address on one (UDP datagrams, TCP Fast Open), the process connects to the
  * unix socket NETSURVEY_GATE_SOCKET (a fresh connection per request: several processes ask
  * at once), writes one line
  *
@@ -47,6 +47,7 @@
 typedef int (*connect_t)(int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sendto_t)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sendmsg_t)(int, const struct msghdr *, int);
+typedef int (*sendmmsg_t)(int, struct mmsghdr *, unsigned int, int);
 typedef int (*gai_t)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
 typedef struct hostent *(*ghbn_t)(const char *);
 typedef struct hostent *(*ghbn2_t)(const char *, int);
@@ -107,6 +108,17 @@ static int is_ip(const struct sockaddr *sa, socklen_t len) {
                   (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)));
 }
 
+/* sendto/sendmsg with an address: a connected TCP socket ignores it (nothing to ask);
+ * otherwise it opens a connection (TCP Fast Open) or sends a datagram: asked. */
+static int fresh_ok(int fd, const struct sockaddr *sa) {
+    int type = sock_type(fd);
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    if (type == SOCK_STREAM && getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+        return 1;
+    return ask(sa, type);
+}
+
 int connect(int fd, const struct sockaddr *sa, socklen_t len) {
     static connect_t real;
     if (!real)
@@ -130,7 +142,7 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
     static sendto_t real;
     if (!real)
         real = (sendto_t)next("sendto");
-    if (is_ip(sa, len) && !ask(sa, sock_type(fd))) {
+    if (is_ip(sa, len) && !fresh_ok(fd, sa)) {
         errno = EACCES;
         return -1;
     }
@@ -141,11 +153,23 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     static sendmsg_t real;
     if (!real)
         real = (sendmsg_t)next("sendmsg");
-    if (msg && is_ip(msg->msg_name, msg->msg_namelen) && !ask(msg->msg_name, sock_type(fd))) {
+    if (msg && is_ip(msg->msg_name, msg->msg_namelen) && !fresh_ok(fd, msg->msg_name)) {
         errno = EACCES;
         return -1;
     }
     return real(fd, msg, flags);
+}
+
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags) {
+    static sendmmsg_t real;
+    if (!real)
+        real = (sendmmsg_t)next("sendmmsg");
+    for (unsigned int i = 0; v && i < n; i++)
+        if (is_ip(v[i].msg_hdr.msg_name, v[i].msg_hdr.msg_namelen) && !fresh_ok(fd, v[i].msg_hdr.msg_name)) {
+            errno = EACCES;
+            return -1;
+        }
+    return real(fd, v, n, flags);
 }
 
 static int literal(const char *name) {
