@@ -114,11 +114,22 @@ class TargetPolicy:
 
     def leaves_machine(self, network: IPNetwork) -> bool:
         """True when part of a special-purpose ``network`` (a --cidr / --zmap range) would
-        go out by this namespace's default route (its first or last address does)."""
+        go out by this namespace's default route (any address of it: RouteTable.range_via_default)."""
         if not any(network.version == r.version and network.overlaps(r) for r in RESERVED):
             return False
+        return self._route_table().range_via_default(network)
+
+    def testbed_off_machine(self) -> list:
+        """The allowed networks inside special-purpose ranges (the testbed's) that this
+        namespace would send, in part at least, by its default route. A browser goes
+        wherever a page points it, past this policy: it may run only where this is empty
+        (the session-31 adversary: a page at a routed testbed address made Chromium fetch
+        198.18.77.99 and 2001:2:0:77::99 by the default route)."""
+        nets = [a for a in self.allow if any(a.version == r.version and a.subnet_of(r) for r in RESERVED)]
+        if not nets:
+            return []
         table = self._route_table()
-        return table.via_default(network.network_address) or table.via_default(network.broadcast_address)
+        return [a for a in nets if table.range_via_default(a)]
 
     def _opened(self) -> list:
         """The special-purpose ranges the allow-list opens (the others are blocked)."""
@@ -148,6 +159,33 @@ def explain(reason: str) -> str:
     if reason == "off-machine-route":
         return OFF_MACHINE_HINT
     return f"{reason} by the etiquette policy (etiquette.allow)"
+
+
+#: The special-purpose ranges the default allow-list opens (the testbed's: 198.18.0.0/15 in
+#: 198.18.0.0/15, 2001:2::/48 in 2001::/23): a resolver in them is a testbed resolver.
+TESTBED_SPECIAL = [r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in
+                                              (ipaddress.ip_network(n) for n in EtiquetteConfig().allow))]
+
+
+def check_resolvers_on_machine(nameservers: Iterable[str], source: str = "resolv.conf nameserver") -> None:
+    """UsageError when a resolver the system is configured with (resolv.conf) is a testbed
+    address this namespace would reach by its default route: every hostname resolved
+    there would be a question sent off the machine (the session-31 adversary: scan tfo, tls,
+    quic, ... --list through /etc/netns/NS/resolv.conf). Other resolvers (the machine's
+    own, private ones) are the operator's choice and pass."""
+    table = None
+    for ns in nameservers:
+        try:
+            ip = ipaddress.ip_address(str(ns).split("%", 1)[0])
+        except ValueError:
+            continue
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        if not any(ip.version == r.version and ip in r for r in TESTBED_SPECIAL):
+            continue
+        table = table or RouteTable.snapshot()
+        if table.via_default(ip):
+            raise UsageError(f"{source} {ns}: {OFF_MACHINE_HINT}")
 
 
 def check_on_machine(option: str, address: str) -> None:

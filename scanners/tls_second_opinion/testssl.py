@@ -34,12 +34,14 @@ unix socket (:class:`Gate`); the scanner grants only the target's own address an
 the policy allows it, after one token of the run's rate limiter, and the granted connections
 are the row's ``connections``. Everything else is refused (ECONNREFUSED/EACCES, no packet):
 UDP and so any resolver query (testssl.sh runs with ``--nodns none --ip ADDRESS``: none was
-asked for), and testssl.sh's own loopback connections - at start-up it checks which options
-its openssl knows with ``s_client -tls1_3 </dev/null`` and the like (find_openssl_binary(),
-testssl.sh 3.0.8 lines 17189-17204), four runs of s_client without ``-connect``, each of
-which tries OpenSSL's default ``localhost:4433`` (::1 and 127.0.0.1: 8 connections); only
-the "unknown option" text is read, so refusing them changes nothing for testssl.sh and
-keeps them off whatever listens on that port. With ``per_destination_pps = 2``: 24
+asked for; names other than address literals do not even resolve under the shim), and
+testssl.sh's own loopback connections: at start-up it checks which options its openssl
+knows (find_openssl_binary(), testssl.sh 3.0.8 lines 17189-17222): four runs of s_client
+without ``-connect`` (``s_client -tls1_3 </dev/null`` and the like), each of which tries
+OpenSSL's default ``localhost:4433`` (::1 and 127.0.0.1: 8 connections), and ~30 with
+``-connect $NXCONNECT`` (127.0.0.1:0, :func:`_env`). Only their "unknown option" text is
+read, so refusing them changes nothing for testssl.sh and keeps them off whatever listens
+on port 4433. With ``per_destination_pps = 2``: 24
 connections granted = 24 SYNs, at most 2 in any second, 0.5 s apart
 (tests/test_scan_tls_second_opinion.py). Not covered: statically linked programs and raw
 syscalls (testssl.sh uses neither; the sniffer test would see them). The CLI still allows
@@ -99,10 +101,19 @@ def testbed_only(address: str) -> bool:
     return any(a in n for n in TESTBED_NETS)
 
 
+def _env() -> dict:
+    """testssl.sh's environment. NXCONNECT: its start-up probes of openssl's options connect
+    to ``invalid.:443`` by default, a DNS question to the system resolver on every run (22
+    of them seen, over the default route when resolv.conf names a testbed resolver outside
+    the testbed: session-31 adversary); 127.0.0.1:0 (testssl.sh's own choice on WSL) asks
+    nobody."""
+    return {**os.environ, "TERM": "dumb", "NXCONNECT": "127.0.0.1:0"}
+
+
 def version(exe: str) -> str:
     import subprocess
 
-    r = subprocess.run([exe, "--version"], capture_output=True, text=True, env={**os.environ, "TERM": "dumb"})
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, env=_env())
     m = re.search(r"testssl\S*\s+(\d+\.\d+(?:\.\d+)?)", r.stdout + r.stderr)
     return f"testssl {m.group(1)}" if m else "testssl"
 
@@ -216,7 +227,7 @@ async def run(exe: str, address: str, port: int, hostname: Optional[str], timeou
     if hostname is not None and not hostname_ok(hostname) or not testbed_only(address):
         return [], "client: refused (hostname not a DNS name or address not in the testbed)", 0
     openssl = shutil.which("openssl") or "/usr/bin/openssl"
-    env = {**os.environ, "TERM": "dumb"}
+    env = _env()
     env.pop("LD_PRELOAD", None)
     if grant is not None:
         try:
