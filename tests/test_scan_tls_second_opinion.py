@@ -278,6 +278,100 @@ def test_sslyze_verdicts_and_every_connection_paced(db, gnutls_serv_early):
     assert took_s >= (n - 1) * 0.1, took_s
 
 
+@pytest.mark.skipif(shutil.which("testssl") is None, reason="testssl.sh not installed (scripts/install.sh)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the SYN sniffer needs root (AF_PACKET)")
+@pytest.mark.timeout(240)
+def test_testssl_every_connection_paced(db, gnutls_serv):
+    """testssl.sh (--client testssl) runs with connectgate.c preloaded: every TCP connection
+    it and its children (bash /dev/tcp, openssl s_client) open, counted from outside by a SYN
+    sniffer on lo, was granted through the run's limiter (the connections column equals the
+    sniffer's count) and the SYNs keep the etiquette's per-destination rate (2/s here: at
+    most limit + burst = 3 in any 1 s window, gaps >= 0.5 s). Ungated, testssl.sh 3.0.8's -S
+    sent 24 SYNs, up to 4 within 1 s, gaps down to 0.13 s. ~25-45 s (testssl.sh's own pace)."""
+    port, ca, cfg = gnutls_serv
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\nper_destination_pps = 2\n')
+    sniff = _SynSniffer(port)
+    try:
+        r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "local.zoo.test=127.0.0.1",
+                    "--port", str(port), "--client", "testssl", "--json", dsn=db.dsn, timeout=230)
+    finally:
+        time.sleep(0.3)
+        syns = sniff.close()
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        rows = conn.execute("SELECT mechanism, status, error, connections FROM tls_second_opinion WHERE run_id = %s",
+                            (run_id,)).fetchall()
+    assert {x[0] for x in rows} == {"id", "lifetime-hint", "ticket"}, rows
+    assert len(syns) >= 15, syns
+    most = max(sum(1 for u in syns if t <= u < t + 1.0) for t in syns)
+    gaps = [b - a for a, b in zip(syns, syns[1:])]
+    assert most <= 2 + 1 and min(gaps) >= 0.5 * 0.8, (most, sorted(gaps)[:5])   # per_destination_pps = 2
+    n = rows[0][3]
+    assert all(x[3] == n for x in rows) and len(syns) == n, (len(syns), rows)   # none bypassed the gate
+
+
+_GATED_CLIENT = r"""
+import errno, socket, sys
+port, other = int(sys.argv[1]), int(sys.argv[2])
+out = []
+for dest in (("127.0.0.1", port), ("127.0.0.1", other), ("127.0.0.2", port), ("::1", port)):
+    s = socket.socket(socket.AF_INET6 if ":" in dest[0] else socket.AF_INET)
+    out.append(errno.errorcode.get(s.connect_ex(dest), "ok"))
+    s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for send in (lambda: u.sendto(b"x", ("127.0.0.1", 53)), lambda: u.sendmsg([b"x"], [], 0, ("127.0.0.1", 53))):
+    try:
+        send()
+        out.append("sent")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+try:
+    socket.getaddrinfo("local.zoo.test", 443)
+    out.append("resolved")
+except socket.gaierror:
+    out.append("no-resolution")
+print(" ".join(out))
+"""
+
+
+def test_connectgate_asks_the_parent_for_every_connection(tmp_path):
+    """connectgate.c (preloaded into testssl.sh and its children) asks the parent before every
+    IP connect and datagram: here a Python child connects to the granted address and port
+    (ok), to another port and other addresses (ECONNREFUSED without a SYN: the listener
+    on the other port accepts nothing), sends UDP datagrams (sendto, sendmsg: EACCES) and resolves a name
+    (refused: only address literals). The gate counts the grant and lists the refusals."""
+    import asyncio
+    import sys
+
+    from scanners.tls_second_opinion.testssl import Gate
+
+    srv, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    other.settimeout(0.3)
+    port, oport = srv.getsockname()[1], other.getsockname()[1]
+
+    async def grant(address: str, p: int) -> bool:
+        return (address, p) == ("127.0.0.1", port)
+
+    async def main():
+        async with Gate(str(tmp_path), grant) as gate:
+            p = await asyncio.create_subprocess_exec(sys.executable, "-c", _GATED_CLIENT, str(port), str(oport),
+                                                     stdout=asyncio.subprocess.PIPE, env={**os.environ, **gate.env})
+            out, _ = await p.communicate()
+        return out.decode().split(), gate
+
+    try:
+        out, gate = asyncio.run(main())
+        assert out == ["ok", "ECONNREFUSED", "ECONNREFUSED", "ECONNREFUSED", "EACCES", "EACCES", "no-resolution"], out
+        assert gate.granted == 1 and sorted(gate.refused) == sorted(
+            [f"tcp 127.0.0.1 {oport}", f"tcp 127.0.0.2 {port}", f"tcp ::1 {port}", "udp 127.0.0.1 53", "udp 127.0.0.1 53"]), gate.refused
+        with pytest.raises(socket.timeout):
+            other.accept()
+    finally:
+        srv.close()
+        other.close()
+
+
 def test_sslyze_json_parsed():
     """sslyze's JSON (sslyze 6.3.1's shape) -> verdicts (no network)."""
     from scanners.tls_second_opinion.sslyze import parse, server_string

@@ -233,7 +233,7 @@ def test_zoo_second_opinion_and_zoo_table(db, zoo, tmp_path):
     assert len({(r["hostname"], r["fact"]) for r in table}) == 9 * len(hosts)   # 9 facts (_ZOO_FACTS)
 
 
-# ------------------------------------------- second opinion: testssl.sh (slow: ~100 connections a host)
+# ------------------------------------------- second opinion: testssl.sh (slow: ~24 connections a host, each paced)
 #: testssl.sh's checks run at the version it picks; its 'id' check at TLS 1.3 is
 #: OpenSSL's -no_ticket, which is no session-ID resumption (scanners/tls_second_opinion/testssl.py)
 @pytest.mark.slow

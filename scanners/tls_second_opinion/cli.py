@@ -32,7 +32,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                           help="gnutls-cli, testssl (testssl.sh -S) and/or sslyze (--resum --early_data; "
                                                "its own venv, tools/sslyze/.venv); testssl and sslyze: testbed "
                                                "addresses only (repeatable)."),
-        testssl_timeout_s: float = typer.Option(240.0, "--testssl-timeout", help="Seconds one testssl.sh run may take."),
+        testssl_timeout_s: float = typer.Option(240.0, "--testssl-timeout",
+                                                help="Seconds one testssl.sh run may take (its ~24 connections are "
+                                                     "paced by the etiquette's rate limits)."),
         sslyze_timeout_s: float = typer.Option(120.0, "--sslyze-timeout",
                                                help="Seconds one sslyze run may take (its ~25 connections are paced "
                                                     "by the etiquette's rate limits)."),
@@ -40,7 +42,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     ) -> None:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
         session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`;
-        --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint;
+        --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint, each
+        connection of it and its children paced by the run's rate limiter;
         --client sslyze adds sslyze's TLS 1.2 resumption (ID, ticket) and TLS 1.3 early-data
         verdicts, each of its connections paced by the run's rate limiter."""
         from netsurvey.clictx import open_scan
@@ -80,7 +83,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         targets = [_target(t, port) for t in target]
         if others and not all(testbed_only(t.address) for t in targets):
             raise UsageError(f"--client {others[0][0]} runs only against testbed addresses (198.18.0.0/15, 2001:2::/48) "
-                             "and loopback: testssl makes ~100 connections per target, sslyze ~25")
+                             "and loopback: testssl makes ~24 connections per target, sslyze ~25")
         ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s,
                                                "clients": list(clients)},
                         targets=targets, concurrency=concurrency)

@@ -6,7 +6,8 @@ extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c).
 
 A further opinion (``--client testssl``): testssl.sh's server-defaults check, which
 reports ticket and "ID" resumption and the ticket lifetime hint at the TLS version it
-picks itself (testssl.py). And ``--client sslyze``: sslyze's TLS 1.2 resumption (ID, ticket)
+picks itself (testssl.py), every one of its connections (and those of the bash and
+openssl processes it starts) paced by the run's limiter through connectgate.c. And ``--client sslyze``: sslyze's TLS 1.2 resumption (ID, ticket)
 and TLS 1.3 early-data verdicts (sslyze.py), every one of its connections paced by the
 run's limiter through a gate (sslyze_gate.py)."""
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Options:
     #: further clients: (kind, executable, version label); kind "testssl" (testssl.py) or
     #: "sslyze" (sslyze.py; the executable is the interpreter of sslyze's own venv)
     others: tuple[tuple[str, str, str], ...] = ()
-    #: seconds one testssl.sh run may take (it makes ~100 connections)
+    #: seconds one testssl.sh run may take (~24 connections, each paced by the run's limiter)
     testssl_timeout_s: float = 240.0
     #: seconds one sslyze run may take (~25 connections, each paced by the run's limiter)
     sslyze_timeout_s: float = 120.0
@@ -89,10 +90,8 @@ class TlsSecondOpinionScanner(Scanner):
             verdicts.append(await self._check(target, mech, version, prio))
         for kind, exe, label in self.options.others:
             if kind == "testssl":
-                if not first:
-                    await self.ctx.limiter.acquire(target.address)
-                first = False
                 verdicts += await self._testssl(target, exe, label)
+                first = False
             elif kind == "sslyze":
                 verdicts += await self._sslyze(target, exe, label)
                 first = False
@@ -126,24 +125,14 @@ class TlsSecondOpinionScanner(Scanner):
             return Verdict(mech, version, None, f"handshake: {last}"[:200])
         return Verdict(mech, version, "This is a resumed session" in text)
 
-    async def _testssl(self, t: ScanTarget, exe: str, label: str) -> list[Verdict]:
-        from . import testssl
-
-        rows, error = await testssl.run(exe, t.address, t.port, t.hostname, self.options.testssl_timeout_s,
-                                        self.options.ca_file)
-        if error is not None:
-            return [Verdict("ticket", None, None, error, client=label)]
-        return [Verdict(mech, version, resumed, err, client=label, lifetime_hint_s=life)
-                for mech, version, resumed, life, err in rows]
-
-    async def _sslyze(self, t: ScanTarget, python: str, label: str) -> list[Verdict]:
-        """sslyze's verdicts; each of its connections waits for the run's limiter when it is
-        about to be opened (also the first: the token the run path took when this target
-        started is not handed on, as sslyze's start-up would let it age and the first two
-        connections would follow each other closer than the per-destination limit)."""
+    def _grant(self, t: ScanTarget):
+        """``grant(address, port)`` for a gated client (sslyze_gate.py, connectgate.c): only the
+        target's own address and port, only if the policy allows it, each after one token of
+        the run's limiter. Also the first connection waits for one: the token the run path
+        took when this target started is not handed on, as the client's start-up would let it
+        age and the first two connections would follow each other closer than the
+        per-destination limit."""
         import ipaddress
-
-        from . import sslyze
 
         want = (ipaddress.ip_address(t.address), t.port)
 
@@ -158,7 +147,27 @@ class TlsSecondOpinionScanner(Scanner):
             await self.ctx.limiter.acquire(t.address)
             return True
 
-        rows, error, n = await sslyze.run(python, t.address, t.port, t.hostname, self.options.sslyze_timeout_s, grant)
+        return grant
+
+    async def _testssl(self, t: ScanTarget, exe: str, label: str) -> list[Verdict]:
+        """testssl.sh's verdicts; every TCP connection it or a process it starts opens waits
+        for the run's limiter (connectgate.c, preloaded), counted in ``connections``."""
+        from . import testssl
+
+        rows, error, n = await testssl.run(exe, t.address, t.port, t.hostname, self.options.testssl_timeout_s,
+                                           self.options.ca_file, self._grant(t))
+        if error is not None:
+            return [Verdict("ticket", None, None, error, client=label, connections=n)]
+        return [Verdict(mech, version, resumed, err, client=label, lifetime_hint_s=life, connections=n)
+                for mech, version, resumed, life, err in rows]
+
+    async def _sslyze(self, t: ScanTarget, python: str, label: str) -> list[Verdict]:
+        """sslyze's verdicts; each of its connections waits for the run's limiter when it is
+        about to be opened (sslyze_gate.py, :meth:`_grant`)."""
+        from . import sslyze
+
+        rows, error, n = await sslyze.run(python, t.address, t.port, t.hostname, self.options.sslyze_timeout_s,
+                                          self._grant(t))
         if error is not None:
             return [Verdict("ticket", None, None, error, client=label, connections=n)]
         return [Verdict(mech, version, resumed, err, client=label, early_data_accepted=early, attempts=attempts,

@@ -23,8 +23,29 @@ verdict here) and the "ID" check "not supported" (OpenSSL 3 branch of
 the zoo's gnutls-serv and HAProxy; the version testssl.sh picks varies from run to run for
 the same reason. TLS 1.2 tickets come inside the handshake: no race.
 
-Lots of connections (testssl.sh runs ~100 handshakes with -S): the CLI allows it only
-against the testbed's ranges and loopback (TESTBED_NETS)."""
+Etiquette: testssl.sh 3.0.8 ``-S`` opened 24 TCP connections to a local gnutls-serv (SYNs
+counted with a sniffer on lo), most of them from bash itself (``/dev/tcp``: its socket
+probes) or from ``openssl s_client``, so neither an openssl wrapper nor one token per run
+can pace them: ungated they came up to 4-6 within one second, 0.04-0.13 s apart. testssl.sh
+therefore runs with connectgate.c preloaded (LD_PRELOAD, built with gcc on first use into
+~/.cache/netsurvey, like browser_probes' clockshift.c); every process it starts inherits it.
+Before each connect()/sendto()/sendmsg() to an IP address the shim asks this process over a
+unix socket (:class:`Gate`); the scanner grants only the target's own address and port, if
+the policy allows it, after one token of the run's rate limiter, and the granted connections
+are the row's ``connections``. Everything else is refused (ECONNREFUSED/EACCES, no packet):
+UDP and so any resolver query (testssl.sh runs with ``--nodns none --ip ADDRESS``: none was
+asked for; names other than address literals do not even resolve under the shim), and
+testssl.sh's own loopback connections: at start-up it checks which options its openssl
+knows (find_openssl_binary(), testssl.sh 3.0.8 lines 17189-17222): four runs of s_client
+without ``-connect`` (``s_client -tls1_3 </dev/null`` and the like), each of which tries
+OpenSSL's default ``localhost:4433`` (::1 and 127.0.0.1: 8 connections), and ~30 with
+``-connect $NXCONNECT`` (127.0.0.1:0, :func:`_env`). Only their "unknown option" text is
+read, so refusing them changes nothing for testssl.sh and keeps them off whatever listens
+on port 4433. With ``per_destination_pps = 2``: 24
+connections granted = 24 SYNs, at most 2 in any second, 0.5 s apart
+(tests/test_scan_tls_second_opinion.py). Not covered: statically linked programs and raw
+syscalls (testssl.sh uses neither; the sniffer test would see them). The CLI still allows
+testssl.sh only against the testbed's ranges and loopback (TESTBED_NETS)."""
 from __future__ import annotations
 
 import asyncio
@@ -33,9 +54,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 #: Where testssl.sh may be pointed (testbed ranges, loopback).
 TESTBED_NETS = tuple(ipaddress.ip_network(n) for n in ("198.18.0.0/15", "2001:2::/48", "127.0.0.0/8", "::1/128"))
@@ -128,44 +150,138 @@ def parse(findings: list[dict], noted: list[str]) -> list[tuple[str, Optional[st
     return out
 
 
-async def run(exe: str, address: str, port: int, hostname: Optional[str], timeout_s: float,
-              ca_file: Optional[str] = None):
-    """One testssl.sh -S run; returns (parse() tuples, error or None)."""
-    if hostname is not None and not hostname_ok(hostname) or not testbed_only(address):
-        return [], "client: refused (hostname not a DNS name or address not in the testbed)"
-    openssl = shutil.which("openssl") or "/usr/bin/openssl"
-    with tempfile.TemporaryDirectory(prefix="netsurvey-testssl-") as d:
-        log, wrapper, js = Path(d) / "noted", Path(d) / "openssl", Path(d) / "out.json"
-        wrapper.write_text(_WRAPPER.format(openssl=openssl, log=log))
-        wrapper.chmod(0o700)
-        log.touch()
-        host = hostname or address
-        uri = f"https://{'[' + host + ']' if ':' in host else host}:{port}"
-        argv = [exe, "--quiet", "--color", "0", "--warnings", "off", "--nodns", "none", "--ip", address,
-                "--openssl", str(wrapper), "--openssl-timeout", str(max(1, int(timeout_s / 10))),
-                "-S", "--jsonfile", str(js), uri]
-        if ca_file:
-            argv[-1:-1] = ["--add-ca", ca_file]
+GATE_SOURCE = Path(__file__).resolve().parent / "connectgate.c"
+
+
+def gate_library() -> Path:
+    """connectgate.c built once per source version (gcc, scripts/install.sh) into the cache."""
+    import hashlib
+    import subprocess
+
+    src = GATE_SOURCE.read_bytes()
+    tag = hashlib.sha256(src).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netsurvey"
+    lib = cache / f"connectgate-{tag}.so"
+    if lib.exists():
+        return lib
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise RuntimeError("gcc not found (scripts/install.sh): it builds connectgate.c, which paces testssl.sh")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(GATE_SOURCE), "-ldl"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("building connectgate.c failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+    os.replace(tmp, lib)
+    return lib
+
+
+class Gate:
+    """The parent side of connectgate.c: a unix socket in ``folder`` answering each request
+    ``connect tcp|udp ADDRESS PORT`` with ``ok`` after ``grant(address, port)`` said yes (TCP
+    only: UDP, a resolver's queries included, is always refused); :attr:`env` holds what a
+    process needs to be gated (LD_PRELOAD, NETSURVEY_GATE_SOCKET). :attr:`granted` counts the
+    connections granted, :attr:`refused` lists the destinations refused ("tcp ADDRESS PORT")."""
+
+    def __init__(self, folder: str, grant: Callable[[str, int], Awaitable[bool]]):
+        self.path = str(Path(folder) / "gate")
+        self.grant = grant
+        self.granted = 0
+        self.refused: list[str] = []
+        self.server: Optional[asyncio.AbstractServer] = None
+
+    async def __aenter__(self) -> "Gate":
+        lib = gate_library()
+        self.server = await asyncio.start_unix_server(self._answer, path=self.path)
+        self.env = {"LD_PRELOAD": str(lib), "NETSURVEY_GATE_SOCKET": self.path}
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.server.close()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            p = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                     stdout=asyncio.subprocess.DEVNULL,
-                                                     stderr=asyncio.subprocess.PIPE,
-                                                     env=_env())
-        except OSError as exc:
-            return [], f"client: {exc.strerror or exc}"[:200]
-        try:
-            _, err = await asyncio.wait_for(p.communicate(), timeout_s)
-        except asyncio.TimeoutError:
-            p.kill()
-            await p.wait()
-            return [], "timeout"
-        try:
-            findings = json.loads(js.read_text())
+            parts = (await reader.readline()).decode(errors="replace").split()
+            ok = False
+            if len(parts) == 4 and parts[0] == "connect" and parts[1] == "tcp" and parts[3].isdigit():
+                ok = await self.grant(parts[2], int(parts[3]))
+            self.granted += ok
+            if not ok:
+                self.refused.append(" ".join(parts[1:4])[:80])
+            writer.write(b"ok\n" if ok else b"no\n")
+            await writer.drain()
         except (OSError, ValueError):
-            last = (err.decode(errors="replace").strip().splitlines() or ["no JSON output"])[-1]
-            return [], f"testssl: {last}"[:200]
-        rows = parse(findings, log.read_text().splitlines())
-        if not rows:
-            problem = next((str(f.get("finding")) for f in findings if f.get("id") == "scanProblem"), None)
-            return [], f"testssl: {problem or 'no session findings'}"[:200]
-        return rows, None
+            pass
+        finally:
+            writer.close()
+
+
+async def run(exe: str, address: str, port: int, hostname: Optional[str], timeout_s: float,
+              ca_file: Optional[str] = None,
+              grant: Optional[Callable[[str, int], Awaitable[bool]]] = None):
+    """One testssl.sh -S run with every TCP connection of it and its children granted by
+    ``grant(address, port)`` (connectgate.c, :class:`Gate`); returns (parse() tuples, error or
+    None, connections granted). ``grant`` None: ungated (only to show what the gate changes;
+    the scanner always passes one)."""
+    if hostname is not None and not hostname_ok(hostname) or not testbed_only(address):
+        return [], "client: refused (hostname not a DNS name or address not in the testbed)", 0
+    openssl = shutil.which("openssl") or "/usr/bin/openssl"
+    env = _env()
+    env.pop("LD_PRELOAD", None)
+    if grant is not None:
+        try:
+            gate_library()   # built before anything runs
+        except RuntimeError as exc:   # gcc missing or the build failed
+            return [], f"client: {exc}"[:200], 0
+    with tempfile.TemporaryDirectory(prefix="netsurvey-testssl-") as d:
+        gate = Gate(d, grant or _never)
+        if grant is None:
+            return await _run(exe, address, port, hostname, timeout_s, ca_file, openssl, env, d, gate)
+        async with gate:
+            return await _run(exe, address, port, hostname, timeout_s, ca_file, openssl, {**env, **gate.env}, d, gate)
+
+
+async def _never(address: str, port: int) -> bool:
+    return False
+
+
+async def _run(exe: str, address: str, port: int, hostname: Optional[str], timeout_s: float, ca_file: Optional[str],
+               openssl: str, env: dict, d: str, gate: Gate):
+    log, wrapper, js = Path(d) / "noted", Path(d) / "openssl", Path(d) / "out.json"
+    wrapper.write_text(_WRAPPER.format(openssl=openssl, log=log))
+    wrapper.chmod(0o700)
+    log.touch()
+    host = hostname or address
+    uri = f"https://{'[' + host + ']' if ':' in host else host}:{port}"
+    argv = [exe, "--quiet", "--color", "0", "--warnings", "off", "--nodns", "none", "--ip", address,
+            "--openssl", str(wrapper), "--openssl-timeout", str(max(1, int(timeout_s / 10))),
+            "-S", "--jsonfile", str(js), uri]
+    if ca_file:
+        argv[-1:-1] = ["--add-ca", ca_file]
+    try:
+        p = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                 stdout=asyncio.subprocess.DEVNULL,
+                                                 stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
+    except OSError as exc:
+        return [], f"client: {exc.strerror or exc}"[:200], 0
+    try:
+        _, err = await asyncio.wait_for(p.communicate(), timeout_s)
+    except asyncio.TimeoutError:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)   # testssl.sh and the children it started
+        except ProcessLookupError:
+            pass
+        await p.wait()
+        return [], "timeout", gate.granted
+    try:
+        findings = json.loads(js.read_text())
+    except (OSError, ValueError):
+        last = (err.decode(errors="replace").strip().splitlines() or ["no JSON output"])[-1]
+        return [], f"testssl: {last}"[:200], gate.granted
+    rows = parse(findings, log.read_text().splitlines())
+    if not rows:
+        problem = next((str(f.get("finding")) for f in findings if f.get("id") == "scanProblem"), None)
+        why = f"; refused: {', '.join(sorted(set(gate.refused)))}" if gate.refused else ""
+        return [], f"testssl: {problem or 'no session findings'}{why}"[:200], gate.granted
+    return rows, None, gate.granted
