@@ -236,9 +236,9 @@ class Target:
 #: size of the windows the run path works in: spread.py, the TFO engine's chunks).
 STREAM_BATCH = 10_000
 
-#: The shard of a hostname, in SQL: ``shard.shard_of`` (sha1's first 8 bytes, big-endian,
+#: The shard of a hostname, in SQL: ``shard.shard_of`` (sha256's first 8 bytes, big-endian,
 #: unsigned, mod count) for ``hostname`` (ASCII after normalize_hostname).
-_SQL_SHARD = ("mod(('x' || encode(substr(sha1(convert_to(hostname, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint::numeric"
+_SQL_SHARD = ("mod(('x' || encode(substr(sha256(convert_to(hostname, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint::numeric"
               " + 18446744073709551616, 18446744073709551616) %% %s")
 
 
