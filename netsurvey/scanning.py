@@ -116,6 +116,10 @@ class Scanner(ABC):
 
     #: scan_run.kind, e.g. "tfo", "tls", "quic", "dns-ttl".
     name: ClassVar[str]
+    #: Whether run_scan interleaves the targets by address before ``scan_many`` (names
+    #: sharing an address would queue behind each other under the per-destination limit).
+    #: False for an engine that probes each address once whatever its names (TFO).
+    spread_by_address: ClassVar[bool] = True
     #: Run with the garbage collector quieted (see ``_quiet_gc``): for scanners that build
     #: few reference cycles (not aioquic's connections, which rely on frequent collections).
     quiet_gc: ClassVar[bool] = False
@@ -235,7 +239,7 @@ async def run_scan(
 
     total = len(targets) if hasattr(targets, "__len__") else None
     allowed: Iterable[ScanTarget] = allowed_only()
-    if getattr(ctx.limiter, "per_destination", None):   # names sharing an address: spread them (issue 26)
+    if scanner.spread_by_address and getattr(ctx.limiter, "per_destination", None):   # issue 26
         from .spread import WINDOW, interleave_windows
         # a list the caller holds anyway is interleaved whole (as before streams); a stream by windows
         window = max(1, total) if isinstance(targets, (list, tuple)) else WINDOW

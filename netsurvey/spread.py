@@ -56,10 +56,14 @@ WINDOW = 40_000
 
 def interleave_windows(items: Iterable[T], key: Callable[[T], Optional[str]], window: int = WINDOW) -> Iterator[T]:
     """:func:`interleave_by_address` over consecutive windows of ``window`` items of a
-    stream (bounded memory: one window). A sequence no longer than a window comes out
+    stream (bounded memory: one window). Items without a key pass at once (they keep their
+    own slot in any order). A sequence of keyed items no longer than a window comes out
     exactly as :func:`interleave_by_address` orders it."""
     buf: list[T] = []
     for it in items:
+        if key(it) is None:   # no address yet (a name resolved while probing): nothing to spread
+            yield it
+            continue
         buf.append(it)
         if len(buf) >= window:
             yield from interleave_by_address(buf, key)

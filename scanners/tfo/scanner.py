@@ -78,8 +78,12 @@ class TfoScanner(Scanner):
 
     #: Targets per engine run: a stream is probed chunk by chunk (issue 26: one engine
     #: run over a 1M-name list held a slot, an index list and a flag per target). Each
-    #: chunk waits ``cooldown`` for late replies before the next starts.
-    chunk: int = 100_000
+    #: chunk waits ``cooldown`` for late replies before the next starts (while the next
+    #: names are resolved: survey.ResolvingStream).
+    chunk: int = 20_000
+    #: The engine sends one SYN per address of a chunk, paced by the global rate: the
+    #: names need no interleaving by address (run_scan would hold a window of them).
+    spread_by_address = False
 
     async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         """One SYN per distinct (address, port): a SYN carries no hostname, so the names of
