@@ -176,11 +176,20 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
     """Run the remaining rounds of the survey (``rounds_done`` + 1 .. ``rounds``). Each
     finished round is recorded in scan_run.counts, so a restarted command continues after
     the last complete round (rows of an unfinished round are deleted first)."""
-    done = rounds_done(ctx)
-    with ctx.db.connect() as conn:
-        conn.execute("DELETE FROM tfo_probe WHERE run_id=%s AND round > %s", (ctx.run.id, done))
-        last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",
-                            (ctx.run.id,)).fetchone()[0]
+    from netsurvey import shard
+
+    # A shard's rows are committed with its job_shard row or not at all: an attempt starts
+    # from round 1, and the run's rows and rounds_done are the other shards' (reading them
+    # made every shard after the first skip all its rounds; deleting them lost a committed
+    # shard's rows). Only an unsharded run resumes from scan_run.counts.
+    sharded = shard.current() is not None
+    done = 0 if sharded else rounds_done(ctx)
+    last = None
+    if not sharded:
+        with ctx.db.connect() as conn:
+            conn.execute("DELETE FROM tfo_probe WHERE run_id=%s AND round > %s", (ctx.run.id, done))
+            last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",
+                                (ctx.run.id,)).fetchone()[0]
     counts: dict[str, int] = {}
     next_start = (float(last) + plan.interval) if last is not None else time.time()
     for rnd in range(done + 1, plan.rounds + 1):
@@ -197,11 +206,13 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
                         targets, failed, rnd, show_progress=show_progress)
         for k, v in c.items():
             counts[k] = counts.get(k, 0) + v
-        with ctx.db.connect() as conn:
-            conn.execute("UPDATE scan_run SET counts = counts || %s::jsonb WHERE id=%s",
-                         (json.dumps({"rounds_done": rnd}), ctx.run.id))
+        done = rnd
+        if not sharded:
+            with ctx.db.connect() as conn:
+                conn.execute("UPDATE scan_run SET counts = counts || %s::jsonb WHERE id=%s",
+                             (json.dumps({"rounds_done": rnd}), ctx.run.id))
         log(f"round {rnd}/{plan.rounds}: {c}")
-    counts["rounds_done"] = rounds_done(ctx)
+    counts["rounds_done"] = done if sharded else rounds_done(ctx)
     return counts
 
 
