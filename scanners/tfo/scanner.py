@@ -80,7 +80,7 @@ class TfoScanner(Scanner):
     #: run over a 1M-name list held a slot, an index list and a flag per target). Each
     #: chunk waits ``cooldown`` for late replies before the next starts (while the next
     #: names are resolved: survey.ResolvingStream).
-    chunk: int = 20_000
+    chunk: int = 10_000
     #: The engine sends one SYN per address of a chunk, paced by the global rate: the
     #: names need no interleaving by address (run_scan would hold a window of them).
     spread_by_address = False

@@ -47,8 +47,12 @@ def resolve_targets(targets: Sequence[Target], port: int, all_addresses: bool,
     return out, failed
 
 
+#: Names resolved together by :class:`ResolvingStream` (two batches are held at once).
+RESOLVE_BATCH = 2_000
+
+
 class ResolvingStream:
-    """Names of a list -> ScanTargets, resolved ``STREAM_BATCH`` names at a time while the
+    """Names of a list -> ScanTargets, resolved ``RESOLVE_BATCH`` names at a time while the
     scan reads it (issue 26: resolving a 1M-name list up front held every name, its
     Resolution and its ScanTarget before the first SYN). The next batch is resolved in a
     helper thread while the current one is probed; names without an address go to
@@ -73,14 +77,13 @@ class ResolvingStream:
     def __iter__(self) -> Iterator[ScanTarget]:
         from concurrent.futures import ThreadPoolExecutor
 
-        from netsurvey.targets import STREAM_BATCH
-
         names = iter(self.names)
+        n = RESOLVE_BATCH
         with ThreadPoolExecutor(1, thread_name_prefix="tfo-resolve") as pool:
-            batch = list(itertools.islice(names, STREAM_BATCH))
+            batch = list(itertools.islice(names, n))
             fut = pool.submit(self._resolve, batch) if batch else None
             while fut is not None:
-                batch = list(itertools.islice(names, STREAM_BATCH))
+                batch = list(itertools.islice(names, n))
                 nxt = pool.submit(self._resolve, batch) if batch else None
                 out, failed = fut.result()
                 for o in failed:
