@@ -356,6 +356,9 @@ def write_outputs(rows: list[dict], out: Path) -> None:
         ax[0].loglog([r["targets"] for r in rs], [r["wall_s"] for r in rs], "o-", label=f"{m} wall")
         ax[0].loglog([r["targets"] for r in rs], [r["cpu_s"] for r in rs], "s--", label=f"{m} CPU")
         ax[1].loglog([r["targets"] for r in rs], [r["peak_rss_mb"] for r in rs], "o-", label=f"{m} peak RSS")
+        if all(r.get("scan_rss_mb") not in (None, "") for r in rs):   # the scan alone (issue 26: flat)
+            ax[1].loglog([r["targets"] for r in rs], [float(r["scan_rss_mb"]) for r in rs], "s--",
+                         label=f"{m} scan peak RSS")
     ax[0].set(xlabel="targets", ylabel="seconds (import + scan + figure)")
     ax[1].set(xlabel="targets", ylabel="MiB")
     for x in ax:
