@@ -12,7 +12,8 @@ markdown table, a CSV and a log-log plot.
 
 Outputs (``--out``, default ``out/scale/`` of the checkout; ``out/`` is not versioned):
 ``scale.md`` (the table), ``scale.csv`` (the same, plus the scan's counts) and
-``scale.png`` (log-log: seconds and peak RSS over targets), rewritten after every
+``scale.png`` (log-log: seconds, and peak RSS of the whole command and of the scan alone,
+over targets), rewritten after every
 measured point; ``--append`` merges into an existing ``scale.csv`` (a size measured again
 replaces its row), so the points can be taken in several invocations. Columns:
 ``cpu_s`` / ``wall_s`` / ``peak_rss_mb`` of import + scan + figure, ``scan_cpu_s`` and
