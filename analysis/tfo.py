@@ -63,14 +63,18 @@ def addresses_per_host(ctx: FigureContext) -> None:
     """Share of hostnames always supporting TFO over the number of observed server addresses."""
     runs = ctx.run_ids("tfo-lb")
     with ctx.db.connect() as conn:
-        rows = conn.execute(
-            "SELECT addresses, count(*)::int, count(*)::float8 / sum(count(*)) OVER () FROM tfo_lb_host"
-            " WHERE run_id = ANY(%s) AND tfo_class = 'always' GROUP BY addresses ORDER BY addresses",
-            (list(runs),)).fetchall()
-        classes = conn.execute("SELECT tfo_class, count(*)::int FROM tfo_lb_host WHERE run_id = ANY(%s)"
-                               " GROUP BY 1 ORDER BY 1", (list(runs),)).fetchall()
-        mean = conn.execute("SELECT avg(addresses)::float8 FROM tfo_lb_host WHERE run_id = ANY(%s)"
-                            " AND tfo_class = 'always'", (list(runs),)).fetchone()[0]
+        # one pass over the view (a month of surveys is ~100M rows: bench/month.py); the
+        # histogram, the classes and the mean all come from (class, addresses) counts
+        counts = conn.execute("SELECT tfo_class, addresses, count(*)::int FROM tfo_lb_host WHERE run_id = ANY(%s)"
+                              " GROUP BY 1, 2 ORDER BY 1, 2", (list(runs),)).fetchall()
+    always = [(a, n) for c, a, n in counts if c == "always"]
+    n_always = sum(n for _, n in always)
+    rows = [(a, n, n / n_always) for a, n in always]
+    by_class: dict[str, int] = {}
+    for c, _, n in counts:
+        by_class[c] = by_class.get(c, 0) + n
+    classes = sorted(by_class.items())
+    mean = sum(a * n for a, n in always) / n_always if n_always else None
     ctx.write_csv(["addresses", "hostnames", "share"], [(a, n, round(s, 6)) for a, n, s in rows])
     ctx.write_csv(["tfo_class", "hostnames"], classes, suffix="-classes")
     fig, ax = new_figure("distinct server IP addresses per hostname", "share of hostnames [%]")

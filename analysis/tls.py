@@ -221,6 +221,11 @@ _ZOO_FACTS = [
      ("1.3", "lifetime-hint"), "tls13_ticket_lifetime_s"),
     ("tls13_ticket_count", "string_agg(DISTINCT ticket_count::text, '|') FILTER (WHERE version = '1.3')", None,
      "tls13_ticket_count"),
+    # 0-RTT: netsurvey reads whether the server's TLS 1.3 tickets carry an early_data
+    # extension; sslyze whether one byte of early data was accepted on a resumption (a server
+    # that offers early data normally accepts it; the documented value is the offer)
+    ("tls13_early_data", "bool_or(max_early_data IS NOT NULL) FILTER (WHERE version = '1.3')::text",
+     ("1.3", "early-data"), "tls13_max_early_data"),
     ("ticket_family", "string_agg(DISTINCT ticket_family, '|')", None, "ticket_family"),
     ("ticket_key_id_len", "string_agg(DISTINCT ticket_key_id_len::text, '|')", None, "ticket_key_id_len"),
 ]
@@ -242,6 +247,34 @@ def _documented() -> dict:
     return out
 
 
+#: facts whose documented value is derived from a ground-truth entry of another shape
+_DOC_OF = {"tls13_early_data": lambda v: v is not None}   # max_early_data bytes or None -> offered
+
+
+#: (zoo host label, fact, client name) -> why that client's verdict differs from netsurvey's
+#: measurement (and the documented default): a disagreement that was checked and explained
+_SECOND_OPINION_NOTES = {
+    ("gotls", "ticket_resumption_tls12", "sslyze"):
+        "sslyze counts a TLS 1.2 ticket resumption only when the session keeps the offered ticket "
+        "(plugins/session_resumption/_resumption_with_ticket.py); Go resumes and always sends a new ticket "
+        "(go1.26 crypto/tls handshake_server.go doResumeHandshake: 'We always send a new session ticket'); "
+        "openssl s_client -msg sees Reused + a NewSessionTicket",
+    ("jsse", "ticket_resumption_tls12", "sslyze"):
+        "sslyze counts a TLS 1.2 ticket resumption only when the session keeps the offered ticket; JSSE "
+        "resumes and sends a new ticket (measured: openssl s_client -msg sees Reused + a NewSessionTicket)",
+    ("rustls-tickets", "ticket_resumption_tls12", "sslyze"):
+        "sslyze counts a TLS 1.2 ticket resumption only when the session keeps the offered ticket; rustls with "
+        "Ticketer::new() resumes and sends a new ticket (measured: openssl s_client -msg sees Reused + a "
+        "NewSessionTicket)",
+}
+
+
+def _note(hostname: str, fact: str, client: str | None) -> str | None:
+    if not client:
+        return None
+    return _SECOND_OPINION_NOTES.get((hostname.split(".")[0], fact, client.split(" ")[0]))
+
+
 def _as_text(v) -> str | None:
     """A ground-truth value in the SQL text form of the measured column."""
     if v is None:
@@ -250,13 +283,17 @@ def _as_text(v) -> str | None:
 
 
 @figure("zoo-table", sources=["tls_handshake", "tls_second_opinion", "dns_ttl_probe", "dns_ecs_probe",
-                                "dns_second_opinion"], thesis="issue 24")
+                                "dns_second_opinion", "quic_discovery", "quic_connection", "quic_token", "quic_ticket",
+                                "quic_second_opinion"], thesis="issue 24")
 def zoo_table(ctx: FigureContext) -> None:
     """Per host and fact: the implementation's documented default (testbed zoo ground
     truth, cited), netsurvey's measurement (scan tls) and each independent client's
-    verdict (scan tls-second-opinion: gnutls-cli, testssl.sh) where it measures the same
+    verdict (scan tls-second-opinion: gnutls-cli, testssl.sh, sslyze) where it measures the same
     fact - one row per client, or one row without a client. The DNS zoo's servers follow
-    (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion)."""
+    (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion), then
+    the QUIC zoo's (analysis/quic_zoo.py: scan quic-discover / scan quic against ngtcp2's
+    client, scan quic-second-opinion). The note column says why a value differs from the
+    documented one or from the second opinion, and where no second opinion exists, why."""
     from netsurvey.errors import UsageError
 
     def runs(kind: str, **kw) -> list[int]:
@@ -268,8 +305,10 @@ def zoo_table(ctx: FigureContext) -> None:
     tls_runs = runs("tls")
     # the DNS zoo asks one server per run: every selected (else finished) run of these kinds
     dns = [runs(k, all_finished=not ctx.runs) for k in ("dns-ttl", "dns-ecs", "dns-second-opinion")]
-    if not tls_runs and not dns[0] and not dns[1]:
-        raise UsageError("zoo-table: no finished 'tls', 'dns-ttl' or 'dns-ecs' run in the database")
+    quic = [runs(k, all_finished=not ctx.runs) for k in ("quic-discover", "quic", "quic-second-opinion")]
+    if not tls_runs and not dns[0] and not dns[1] and not quic[0] and not quic[1]:
+        raise UsageError("zoo-table: no finished 'tls', 'dns-ttl', 'dns-ecs', 'quic-discover' or 'quic' run in the "
+                         "database")
     so_runs = runs("tls-second-opinion")
     cols = ", ".join(f"{sql} AS f{i}" for i, (_, sql, _, _) in enumerate(_ZOO_FACTS))
     with ctx.db.connect() as conn:
@@ -278,7 +317,8 @@ def zoo_table(ctx: FigureContext) -> None:
         theirs: dict = {}
         for h, v, m, client, r in conn.execute(
                 "SELECT hostname, version, mechanism, client, CASE WHEN mechanism = 'lifetime-hint'"
-                " THEN string_agg(DISTINCT lifetime_hint_s::text, '|') ELSE bool_or(resumed)::text END"
+                " THEN string_agg(DISTINCT lifetime_hint_s::text, '|') WHEN mechanism = 'early-data'"
+                " THEN bool_or(early_data_accepted)::text ELSE bool_or(resumed)::text END"
                 " FROM tls_second_opinion WHERE run_id = ANY(%s) AND status = 'success' AND version IS NOT NULL"
                 " GROUP BY 1, 2, 3, 4 ORDER BY 4", (so_runs,)):
             if r is not None:
@@ -290,16 +330,25 @@ def zoo_table(ctx: FigureContext) -> None:
         for i, (fact, _, so, key) in enumerate(_ZOO_FACTS):
             mine = r[1 + i]
             doc = facts.get(key) or {}
-            doc_value, doc_source = _as_text(doc.get("value")), doc.get("source")
+            doc_value, doc_source = doc.get("value"), doc.get("source")
+            if fact in _DOC_OF and doc:
+                doc_value = _DOC_OF[fact](doc_value)
+            doc_value = _as_text(doc_value)
             matches = None if doc_value is None or mine is None else ("yes" if doc_value == mine else "NO")
             for other, client in (theirs.get((r[0], *so)) if so else None) or [(None, None)]:
                 agree = None if other is None or mine is None else ("yes" if other == mine else "NO")
-                rows.append((r[0], fact, doc_value, doc_source, matches, mine, other, client, agree))
+                rows.append((r[0], fact, doc_value, doc_source, matches, mine, other, client, agree,
+                             _note(r[0], fact, client) if agree == "NO" else None))
     from .dns_zoo import zoo_rows
 
     with ctx.db.connect() as conn:
         dns_rows = zoo_rows(conn, *dns)
-    rows += dns_rows
-    ctx.sample(len(ours) + len({r[0] for r in dns_rows}), "hosts")
+    rows += [(*r, None) for r in dns_rows]
+    from .quic_zoo import zoo_rows as quic_zoo_rows
+
+    with ctx.db.connect() as conn:
+        quic_rows = quic_zoo_rows(conn, *quic)
+    rows += quic_rows
+    ctx.sample(len(ours) + len({r[0] for r in dns_rows}) + len({r[0].split(":")[0] for r in quic_rows}), "hosts")
     ctx.write_csv(["hostname", "fact", "documented", "documented_source", "netsurvey_matches_documented",
-                   "netsurvey", "second_opinion", "second_opinion_client", "agree"], rows)
+                   "netsurvey", "second_opinion", "second_opinion_client", "agree", "note"], rows)

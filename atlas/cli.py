@@ -93,7 +93,36 @@ def _api(host: Optional[str], ca_bundle: Optional[Path], need_key: bool = True):
     from .options import api_options, atlas_config
 
     cfg = atlas_config(state.config)
-    return cfg, api_options(cfg, host, str(ca_bundle) if ca_bundle else None, need_key)
+    opts = api_options(cfg, host, str(ca_bundle) if ca_bundle else None, need_key)
+    _check_api_host(opts.host)
+    return cfg, opts
+
+
+def _check_api_host(host: str) -> None:
+    """The API host (the testbed's stand-in atlas.test, or an address of it) must not be a
+    testbed address this namespace reaches by its default route (the session-31 adversary:
+    'atlas run --api-host 198.18.77.80' outside the testbed made 10 HTTPS connections over
+    it); a name is checked at the addresses it resolves to, as the API client will resolve it."""
+    import socket
+
+    from netsurvey.etiquette import check_on_machine
+    from netsurvey.resolve import system_resolver
+
+    bare = host[1:].partition("]")[0] if host.startswith("[") else (host if host.count(":") > 1
+                                                                      else host.partition(":")[0])
+    try:
+        ipaddress.ip_address(bare)
+        check_on_machine("--api-host", bare)
+        return
+    except ValueError:
+        pass
+    system_resolver(option="--api-host")   # resolv.conf's resolver first: the lookup below asks it
+    try:
+        infos = socket.getaddrinfo(bare, 443, type=socket.SOCK_STREAM)
+    except OSError:
+        return   # unresolvable: the API client fails the same way, contacting nobody
+    for addr in dict.fromkeys(i[4][0] for i in infos):
+        check_on_machine(f"--api-host {host} resolves to", addr)
 
 
 @measurement(atlas_app, "atlas", command="run", tables=("atlas_measurement", "atlas_result"))

@@ -6,6 +6,10 @@ COPY, binary COPY of a table without an inet column (psycopg's inet binary dumpe
 Python and dominates the first), and executemany (on 100k rows; its rate is the baseline the ratio is taken against).
 
 Usage: python bench/bench_writer.py [--rows 1000000]
+
+``--tfo-probe``: instead, the writer's rows/s into the real ``tfo_probe`` (12 columns, binary
+COPY, its indexes) of a database migrated without and with schema/0150_partition_by_run.sql
+(plain table vs one partition per run), two runs each, in alternation.
 """
 from __future__ import annotations
 
@@ -46,17 +50,78 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+TFO_COLS = ["run_id", "round", "rank", "hostname", "address", "port", "status", "reply", "tfo_kind", "cookie",
+            "cookie_len", "probed_at"]
+TFO_TYPES = ["int8", "int4", "int4", "text", "inet", "int4", "text", "text", "text", "bytea", "int4", "timestamptz"]
+
+
+def tfo_rows(run_id: int, n: int):
+    import datetime as dt
+
+    base = int(ipaddress.ip_address("198.19.0.0"))
+    t0 = dt.datetime.now(dt.timezone.utc)
+    for i in range(n):
+        yield (run_id, 1, i + 1, f"h{i}.test", ipaddress.ip_address(base + (i & 0xFFFF)), 443, "success", "syn-ack",
+               "rfc7413", (i & 0xFFFFFFFF).to_bytes(8, "big"), 8, t0 + dt.timedelta(microseconds=i))
+
+
+def bench_tfo_probe(server: str, n: int) -> None:
+    import shutil
+
+    from netsurvey.db import migration_files
+
+    results = []
+    for attempt in range(2):
+        for label, upto in [("tfo_probe, plain table (migrations < 0150)", "0150"),
+                            ("tfo_probe, partition per run (0150)", "9999")]:
+            name = "bench_" + uuid.uuid4().hex[:8]
+            with psycopg.connect(server, autocommit=True) as c:
+                c.execute(f"CREATE DATABASE {name}")
+            db = Database(make_conninfo(server, dbname=name))
+            sd = Path(tempfile.mkdtemp(prefix="ns-schema-"))
+            for p in migration_files():
+                if p.name < upto:
+                    shutil.copy(p, sd)
+            db.migrate(sd)
+            with db.connect() as c:
+                run_id = c.execute("INSERT INTO scan_run (kind) VALUES ('tfo-lb') RETURNING id").fetchone()[0]
+                c.commit()
+            t0 = time.perf_counter()
+            with ResultWriter(db, "tfo_probe", TFO_COLS, types=TFO_TYPES, batch_rows=10_000) as w:
+                for r in tfo_rows(run_id, n):
+                    w.write(r)
+            dt = time.perf_counter() - t0
+            with db.connect() as c:
+                assert c.execute("SELECT count(*) FROM tfo_probe WHERE run_id = %s", (run_id,)).fetchone()[0] == n
+            results.append((label, n, n / dt))
+            shutil.rmtree(sd)
+            with psycopg.connect(server, autocommit=True) as c:
+                c.execute(f"DROP DATABASE {name}")
+    print(f"{'into':44} {'rows':>9} {'rows/s':>11}")
+    for label, n, rate in results:
+        print(f"{label:44} {n:9d} {rate:11,.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--tfo-probe", action="store_true",
+                    help="rows/s into tfo_probe without and with the run partitions (0150)")
     a = ap.parse_args()
     tmp = None
     if a.dsn:
         server = a.dsn
     else:
-        tmp = Path(tempfile.mkdtemp(prefix="ns-bench-")) / "pgdata"
+        tmp = Path(tempfile.mkdtemp(prefix="ns-bench-"))
+        tmp.chmod(0o755)  # the embedded server's own user (root runs it as another) must enter it
+        tmp = tmp / "pgdata"
         server = Database.resolve(None, tmp).dsn
+    if a.tfo_probe:
+        bench_tfo_probe(server, a.rows)
+        if tmp:
+            stop_embedded(tmp)
+        return
     name = "bench_" + uuid.uuid4().hex[:8]
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f"CREATE DATABASE {name}")

@@ -84,6 +84,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("give --list NAME and/or --url URL")
         db = migrated_db()
         policy = TargetPolicy.from_config(state.config.etiquette)
+        from netsurvey.resolve import system_resolver
+
+        system_resolver()   # the browser and the checks below resolve through resolv.conf's resolver
         listed = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
         urls, skipped = [], 0
         for u in listed:  # a list's blocked (or unresolvable) host is skipped, never visited; the others are
@@ -93,6 +96,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 skipped += 1
                 Console(stderr=True).print(f"skipped: {exc}", highlight=False, markup=False, soft_wrap=True)
         urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
+        _check_browser_contained(policy)
         link, link_ns = _timing_link()
         ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout, **link},
@@ -287,6 +291,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--repeat must be between 1 and 1000")
         server, applied = _timing_server()
         policy = _policy()
+        _check_browser_contained(policy)
         for addr in server["addresses"]:
             why = policy.reason_blocked(addr)
             if why:
@@ -328,6 +333,16 @@ def _policy():
     from netsurvey.etiquette import TargetPolicy
 
     return TargetPolicy.from_config(state.config.etiquette)
+
+
+def _check_browser_contained(policy) -> None:
+    """A browser fetches whatever a page names (third parties, subresources), past the
+    etiquette policy: it runs only where no allowed testbed network takes the default route."""
+    leaving = policy.testbed_off_machine()
+    if leaving:
+        raise UsageError(f"a browser goes wherever pages point it, and this namespace sends (part of) "
+                         f"{', '.join(map(str, leaving))} through its default gateway, off the machine: "
+                         "run inside the testbed (netsurvey testbed exec -- ...)")
 
 
 def _timing_link() -> tuple[dict, Optional[str]]:
@@ -388,7 +403,27 @@ def _ground_truth() -> dict:
     if not st or not st.complete:
         raise UsageError("the testbed is not up ('netsurvey testbed up')")
     path = Path(st.config_path) if st.config_path else DEFAULT_TESTBED_CONFIG
-    return Testbed(load_testbed_config(path), path).ground_truth(st)
+    truth = Testbed(load_testbed_config(path), path).ground_truth(st)
+    _check_truth_reachable(truth)
+    return truth
+
+
+def _check_truth_reachable(truth: dict) -> None:
+    """The testbed servers a browser is sent to must be contactable from here: allowed and
+    not behind this namespace's default route (outside the testbed's namespaces their
+    addresses lead off the machine: the session-31 adversary saw 'browser track' connect
+    over the default route), and the resolver the browser asks must be on the machine too."""
+    from netsurvey.etiquette import explain
+    from netsurvey.resolve import system_resolver
+
+    policy = _policy()
+    _check_browser_contained(policy)
+    for h in [*truth.get("tls_hosts", ()), *truth.get("quic_hosts", ())]:
+        for addr in h.get("addresses", ()):
+            why = policy.reason_blocked(addr)
+            if why:
+                raise UsageError(f"the testbed's {h.get('hostname')} ({addr}): {explain(why)}")
+    system_resolver()
 
 
 def _hex(x):

@@ -101,6 +101,32 @@ def db_docs(out_file: Optional[Path] = typer.Option(None, "--out", help="Markdow
     out.print(str(write(migrated_db(), out_file or DEFAULT_OUT)), highlight=False)
 
 
+@db_app.command("archive-run")
+def db_archive_run(
+    run: int = typer.Option(..., "--run", help="scan_run id to archive."),
+    out_dir: Path = typer.Option(..., "--out", help="New or empty directory for the files and manifest.json."),
+    fmt: str = typer.Option("parquet", "--format", help="jsonl, parquet or csv (as netsurvey export)."),
+    drop: bool = typer.Option(False, "--drop", help="Then drop the run's partitions and its scan_run row."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written and dropped as JSON."),
+) -> None:
+    """Export one run (netsurvey export) and, with --drop, drop its partitions (docs/retention.md)."""
+    from .retention import archive_run
+
+    manifest, dropped = archive_run(migrated_db(), run, out_dir, fmt, drop)
+    if as_json:
+        print(json.dumps({"out": str(out_dir), "files": [{k: f[k] for k in ("table", "file", "rows", "sha256")}
+                                                         for f in manifest["files"]],
+                          "dropped": [{"table": p.table, "partition": p.partition, "rows": p.rows,
+                                       "size_bytes": p.size_bytes} for p in dropped]}))
+        return
+    rows = sum(f["rows"] for f in manifest["files"])
+    print(f"{out_dir / 'manifest.json'}: run {run}, {len(manifest['files'])} files, {rows} rows")
+    if drop:
+        freed = sum(p.size_bytes for p in dropped)
+        print(f"dropped run {run}: {len(dropped)} partitions, {sum(p.rows for p in dropped)} rows, "
+              f"{freed / 2**20:.1f} MiB freed")
+
+
 @db_app.command("down")
 def db_down() -> None:
     """Stop the embedded PostgreSQL (data is kept)."""

@@ -46,6 +46,14 @@ def check_dsn(dsn: str, source: str = "--dsn") -> str:
         # libpq quotes what it could not parse: the whole URI, password included
         said = re.sub(r'"[^"]*"', '"***"', str(exc).strip().splitlines()[0])
         raise UsageError(f"{source}: not a libpq connection string: {said}") from None
+    from .etiquette import check_resolvers_on_machine
+
+    # a database at a testbed address is reached in the testbed, never by the default route
+    # (the session-31 adversary: NETSURVEY_DSN host=198.18.77.5 outside the testbed sent SYNs
+    # to port 5432 over it); names and socket directories are libpq's to resolve
+    params = conninfo_to_dict(dsn)
+    hosts = [h.strip() for k in ("host", "hostaddr") for h in str(params.get(k) or "").split(",")]
+    check_resolvers_on_machine([h for h in hosts if h and not h.startswith("/")], f"{source}: database host")
     return dsn
 
 

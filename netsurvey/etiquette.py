@@ -3,7 +3,9 @@
 per-destination rate limits, and the contact string for HTTP User-Agents.
 
 The default allows only the testbed's ranges (198.18.0.0/15, 2001:2::/48); reserved and
-special-purpose ranges are always blocked unless explicitly allowed.
+special-purpose ranges are always blocked unless explicitly allowed, and even then never
+contacted over the namespace's default route ('off-machine-route', routes.py): outside the
+testbed's namespaces those ranges lead off the machine.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Iterable
 
 from .config import EtiquetteConfig
 from .errors import UsageError
+from .routes import RouteTable
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -65,6 +68,8 @@ class TargetPolicy:
     #: address text -> reason (or None); scanners ask again for every packet to the same
     #: few servers, and a decision costs ~20 us of ipaddress work. Bounded, cleared when full.
     _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: the namespace's routes, read once on the first special-purpose address (routes.py)
+    _routes: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, cfg: EtiquetteConfig) -> "TargetPolicy":
@@ -101,13 +106,99 @@ class TargetPolicy:
             return "not-allowed"
         if any(ip.version == b.version and ip in b for b in self.block):
             return "blocklisted"
+        if any(ip.version == r.version and ip in r for r in self._opened()) and self._route_table().via_default(ip):
+            # a testbed (special-purpose) address that this namespace would send to its
+            # default gateway: off the machine, never to the testbed (routes.py)
+            return "off-machine-route"
         return None
+
+    def leaves_machine(self, network: IPNetwork) -> bool:
+        """True when part of a special-purpose ``network`` (a --cidr / --zmap range) would
+        go out by this namespace's default route (any address of it: RouteTable.range_via_default)."""
+        if not any(network.version == r.version and network.overlaps(r) for r in RESERVED):
+            return False
+        return self._route_table().range_via_default(network)
+
+    def testbed_off_machine(self) -> list:
+        """The allowed networks inside special-purpose ranges (the testbed's) that this
+        namespace would send, in part at least, by its default route. A browser goes
+        wherever a page points it, past this policy: it may run only where this is empty
+        (the session-31 adversary: a page at a routed testbed address made Chromium fetch
+        198.18.77.99 and 2001:2:0:77::99 by the default route)."""
+        nets = [a for a in self.allow if any(a.version == r.version and a.subnet_of(r) for r in RESERVED)]
+        if not nets:
+            return []
+        table = self._route_table()
+        return [a for a in nets if table.range_via_default(a)]
+
+    def _opened(self) -> list:
+        """The special-purpose ranges the allow-list opens (the others are blocked)."""
+        if not self._routes:
+            self._routes.append([r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in self.allow)])
+        return self._routes[0]
+
+    def _route_table(self) -> RouteTable:
+        if len(self._routes) < 2:
+            self._opened()
+            self._routes.append(RouteTable.snapshot())
+        return self._routes[1]
 
     def allowed(self, address: str) -> bool:
         return self.reason_blocked(address) is None
 
     def filter(self, addresses: Iterable[str]) -> list[str]:
         return [a for a in addresses if self.allowed(a)]
+
+
+OFF_MACHINE_HINT = ("a special-purpose (testbed) address that this namespace routes through its default "
+                    "gateway, off the machine: run inside the testbed (netsurvey testbed exec -- ...)")
+
+
+def explain(reason: str) -> str:
+    """A reason of :meth:`TargetPolicy.reason_blocked` as words for a one-line error."""
+    if reason == "off-machine-route":
+        return OFF_MACHINE_HINT
+    return f"{reason} by the etiquette policy (etiquette.allow)"
+
+
+#: The special-purpose ranges the default allow-list opens (the testbed's: 198.18.0.0/15 in
+#: 198.18.0.0/15, 2001:2::/48 in 2001::/23): a resolver in them is a testbed resolver.
+TESTBED_SPECIAL = [r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in
+                                              (ipaddress.ip_network(n) for n in EtiquetteConfig().allow))]
+
+
+def check_resolvers_on_machine(nameservers: Iterable[str], source: str = "resolv.conf nameserver") -> None:
+    """UsageError when a resolver the system is configured with (resolv.conf) is a testbed
+    address this namespace would reach by its default route: every hostname resolved
+    there would be a question sent off the machine (the session-31 adversary: scan tfo, tls,
+    quic, ... --list through /etc/netns/NS/resolv.conf). Other resolvers (the machine's
+    own, private ones) are the operator's choice and pass."""
+    table = None
+    for ns in nameservers:
+        try:
+            ip = ipaddress.ip_address(str(ns).split("%", 1)[0])
+        except ValueError:
+            continue
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        if not any(ip.version == r.version and ip in r for r in TESTBED_SPECIAL):
+            continue
+        table = table or RouteTable.snapshot()
+        if table.via_default(ip):
+            raise UsageError(f"{source} {ns}: {OFF_MACHINE_HINT}")
+
+
+def check_on_machine(option: str, address: str) -> None:
+    """UsageError when ``address`` (a resolver or server given on the command line, not a
+    target) is special-purpose and this namespace would reach it by its default route."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return
+    if ip.version == 6 and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if any(ip.version == r.version and ip in r for r in RESERVED) and RouteTable.snapshot().via_default(ip):
+        raise UsageError(f"{option} {address}: {OFF_MACHINE_HINT}")
 
 
 class RateLimiter:

@@ -42,12 +42,26 @@ async def _lookup(r: dns.asyncresolver.Resolver, name: str, rdtype: str) -> tupl
         return (), type(exc).__name__
 
 
+def system_resolver(nameservers: Optional[list[str]] = None, option: str = "--nameserver") -> dns.asyncresolver.Resolver:
+    """A resolver asking ``nameservers`` (None: resolv.conf's), each checked first: a testbed
+    address this namespace reaches only by its default route is refused (UsageError;
+    etiquette.check_on_machine, check_resolvers_on_machine)."""
+    from .etiquette import check_on_machine, check_resolvers_on_machine
+
+    r = dns.asyncresolver.Resolver(configure=nameservers is None)
+    if nameservers:
+        for ns in nameservers:
+            check_on_machine(option, ns)
+        r.nameservers = nameservers
+    else:
+        check_resolvers_on_machine(r.nameservers)
+    return r
+
+
 async def resolve_many(hostnames: Iterable[str], *, ipv6: bool = True, concurrency: int = 100,
                        timeout: float = 3.0, nameservers: Optional[list[str]] = None) -> dict[str, Resolution]:
     """Resolve A (and AAAA) of every hostname. Returns hostname -> Resolution."""
-    r = dns.asyncresolver.Resolver(configure=nameservers is None)
-    if nameservers:
-        r.nameservers = nameservers
+    r = system_resolver(nameservers)
     r.lifetime = timeout
     out: dict[str, Resolution] = {}
     # ``concurrency`` workers take the next name in turn (issue 26: one task per name, all

@@ -130,6 +130,9 @@ def check_discoverable(network: str, policy: TargetPolicy) -> list[ipaddress.IPv
     blocked = [*policy.block, *outside_allowed(net, policy.allow)]
     if any(net.subnet_of(b) for b in blocked if b.version == 4):
         raise UsageError(f"--zmap: every address of {net} is blocked by the etiquette policy")
+    if policy.leaves_machine(net):
+        raise UsageError(f"{net} is a special-purpose (testbed) range but routes through this namespace's "
+                         "default gateway: run inside the testbed (netsurvey testbed exec -- ...)")
     return blocked
 
 

@@ -11,7 +11,8 @@
 #      dependencies of $LOCK (default requirements-test.lock) and netsurvey itself
 #      (editable, --no-deps: the lock alone decides every version);
 #   3. the pinned Go tools (zgrab2, zdns, composecheck; tools/go) when Go >= 1.24 is found;
-#   4. geckodriver (cargo) once.
+#   4. geckodriver (cargo) once;
+#   5. sslyze in a venv of its own (tools/sslyze/.venv, hash-pinned tools/sslyze/requirements.lock).
 #
 # Env: PYTHON, VENV, LOCK as above; NETSURVEY_SKIP_APT=1 skips step 1.
 set -euo pipefail
@@ -89,6 +90,29 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$VENV/bin/netsurvey" 
   "${pip[@]}" install -r "$LOCK"
   "${pip[@]}" install --no-deps -e .
   echo "$want" > "$stamp"
+fi
+
+# --- sslyze (issue 24: `scan tls-second-opinion --client sslyze`) in a venv of its own -----
+# sslyze 6.3.1 needs cryptography<47, the project's lock pins a newer one: so sslyze is an
+# external tool like testssl.sh, with its own hash-pinned lock (tools/sslyze/requirements.lock,
+# made by `uv pip compile tools/sslyze/requirements.in --python-version 3.11 --generate-hashes`),
+# run as a subprocess (scanners/tls_second_opinion/sslyze.py). Wheels only for the compiled
+# parts (nassl bundles its own OpenSSL builds); ~6 s once.
+SSLYZE_VENV=tools/sslyze/.venv
+SSLYZE_LOCK=tools/sslyze/requirements.lock
+# rebuilt only when the lock changes or the venv is broken (not per $PYTHON: any 3.11/3.12 serves)
+sslyze_want=$(sha256sum < "$SSLYZE_LOCK" | cut -d' ' -f1)
+if [ "$(cat "$SSLYZE_VENV/.netsurvey-stamp" 2>/dev/null)" != "$sslyze_want" ] \
+   || ! "$SSLYZE_VENV/bin/python" -c 'import sslyze' 2>/dev/null; then
+  echo "install: sslyze into $SSLYZE_VENV ($SSLYZE_LOCK)"
+  rm -rf "$SSLYZE_VENV"
+  if "$PYTHON" -m venv "$SSLYZE_VENV" \
+     && "$SSLYZE_VENV/bin/python" -m pip -q --disable-pip-version-check install --require-hashes \
+          --only-binary=nassl,cryptography,cffi,pydantic-core -r "$SSLYZE_LOCK"; then
+    echo "$sslyze_want" > "$SSLYZE_VENV/.netsurvey-stamp"
+  else
+    echo "install: sslyze venv failed (scan tls-second-opinion --client sslyze and its tests will say so)" >&2
+  fi
 fi
 
 # --- Go tools (versions pinned in tools/go/go.mod) ---------------------------------------

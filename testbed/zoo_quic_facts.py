@@ -125,6 +125,13 @@ NGTCP2_FACTS = {
     "resumption": {"value": True, "source": _NG + "examples/tls_server_session_gnutls.cc:97 "
                    "gnutls_session_ticket_enable_server() with one key per process "
                    "(tls_server_context_gnutls.cc:91 gnutls_session_ticket_key_generate)"},
+    "ticket_single_use": {"value": False, "measured_by": "quic-turnover's reuse check (the first ticket "
+                          "that resumed, presented once more, resumes again; tests/test_zoo_quic.py "
+                          "test_ngtcp2_token_lifetime_and_reuse)",
+                          "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c: TLS 1.3 tickets are the session "
+                          "state encrypted under the server's ticket key (lib/stek.c) and decrypted on use; the "
+                          "server keeps no record of tickets used (only 0-RTT has an anti-replay check, "
+                          "lib/tls13/anti_replay.c)"},
     "ticket_key_scope": {"value": "process", "measured_by": "hand, as for quic-go: an IPv4 ticket is resumed at "
                          "the IPv6 address",
                          "source": _NG + "examples/tls_server_context_gnutls.cc:91 one "
@@ -190,7 +197,11 @@ QUINN_FACTS = {
                  "src/msgs/persist.rs:340,500-519), same version, suite and ALPN"},
     "resumption": {"value": True, "source": _RL + "src/server/tls13.rs:121-135 a stateful ticket is looked up "
                    "with session_storage.take()"},
-    "ticket_single_use": {"value": True, "source": _RL + "src/server/tls13.rs:133 session_storage.take() removes "
+    "ticket_single_use": {"value": True, "measured_by": "scan quic-turnover's reuse check (the first ticket that "
+                          "resumed, presented once more, does not resume; tests/test_zoo_quic.py "
+                          "test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes). Before migration 0163 "
+                          "quic-turnover re-presented one ticket at growing ages and read this as a 2-4 s lifetime",
+                          "source": _RL + "src/server/tls13.rs:133 session_storage.take() removes "
                           "the entry (src/server/handy.rs:82-84): each ticket resumes once"},
     "ticket_key_scope": {"value": "process", "source": "testbed/zoo/quinn/src/main.rs: one quinn::ServerConfig "
                          "(one rustls ServerConfig, so one session cache, and one token key) for the IPv4 and the "

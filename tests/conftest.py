@@ -61,8 +61,9 @@ def db(empty_db) -> Database:
 
 
 def run_cli(*args: str, dsn: str | None = None, cwd: Path | None = None, env: dict | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the real `netsurvey` command (python -m netsurvey.cli) and capture its output."""
+            timeout: float = 120, netns: str | None = None) -> subprocess.CompletedProcess:
+    """Run the real `netsurvey` command (python -m netsurvey.cli) and capture its output;
+    with ``netns`` inside that network namespace (e.g. the ``routes_ns`` fixture's)."""
     e = dict(os.environ)
     e.pop("NETSURVEY_DSN", None)
     if dsn:
@@ -70,7 +71,8 @@ def run_cli(*args: str, dsn: str | None = None, cwd: Path | None = None, env: di
     # the code of this checkout, also when cwd is elsewhere (an installed copy may differ)
     e["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [e.get("PYTHONPATH")])])
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "netsurvey.cli", *args], cwd=cwd or REPO, env=e,
+    pre = ["ip", "netns", "exec", netns] if netns else []
+    return subprocess.run([*pre, sys.executable, "-m", "netsurvey.cli", *args], cwd=cwd or REPO, env=e,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -124,3 +126,46 @@ def testbed(_testbed_session):
     ``run_cli("testbed", "exec", "--", ...)`` or ``testbed.exec_argv([...])``."""
     _testbed_session.up(log=lambda *_: None)
     return _testbed_session
+
+
+@pytest.fixture
+def routes_as_in_testbed(monkeypatch):
+    """For in-process tests of the run path that contact nothing: the policy's route check
+    (netsurvey/routes.py) sees routes as inside the testbed's vantage (the testbed ranges
+    over a veth, not the default route), wherever the test process runs. Commands run as
+    subprocesses still read their namespace's real routes."""
+    import ipaddress as _ip
+
+    from netsurvey.routes import Route, RouteTable
+
+    table = RouteTable([Route(_ip.ip_network("198.18.0.0/15"), "unicast", "tbv0", ""),
+                        Route(_ip.ip_network("2001:2::/48"), "unicast", "tbv0", ""),
+                        Route(_ip.ip_network("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1")])
+    monkeypatch.setattr(RouteTable, "snapshot", classmethod(lambda cls: table))
+    return table
+
+
+@pytest.fixture(scope="session")
+def routes_ns():
+    """A network namespace whose routes to the testbed ranges go into a veth pair with both
+    ends inside it (packets sent there vanish on this machine): for dry runs and bad-input checks of commands aimed
+    at testbed addresses, which the policy refuses over a default route (routes.py) and
+    which must never run from the root namespace, where those addresses leave the machine."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 (network namespaces)")
+    ns = f"nsrt31-{os.getpid()}"
+
+    def sh(*argv):
+        subprocess.run(["ip", "netns", "exec", ns, *argv], check=True, capture_output=True)
+
+    subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
+    try:
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", "rt0", "type", "veth", "peer", "name", "rt1")   # both ends in here
+        sh("ip", "link", "set", "rt0", "up")
+        sh("ip", "link", "set", "rt1", "up")
+        sh("ip", "route", "add", "198.18.0.0/15", "dev", "rt0")
+        sh("ip", "-6", "route", "add", "2001:2::/48", "dev", "rt0")
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -9,7 +9,8 @@ read as the IP packets they are.)
 
 An AF_PACKET socket (ETH_P_ALL) bound to the interface keeps only frames the kernel marks
 PACKET_OUTGOING, i.e. what this namespace sent (raw-socket frames included, as a scanner
-that builds its own SYNs sends them). Each IPv4/IPv6 packet becomes one JSON line:
+that builds its own SYNs sends them); with ``--incoming``, frames marked PACKET_HOST, i.e. what
+this namespace received. Each IPv4/IPv6 packet becomes one JSON line:
 
     {"t": kernel receive time (s, SO_TIMESTAMPNS), "src", "dst", "proto": "tcp"|"udp"|"icmp"|
      "icmp6"|<number>, "sport", "dport", "syn": SYN without ACK, "synack": SYN+ACK (run in a
@@ -33,6 +34,7 @@ import time
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+PACKET_HOST = 0        # addressed to this host (received)
 ARPHRD_NONE = 0xFFFE   # hardware type of a TUN device: frames are IP packets without a link header
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON-lines file to write")
     ap.add_argument("--iface", default="tbbr0", help="interface to watch (default: the testbed bridge)")
     ap.add_argument("--seconds", type=float, default=600, help="stop after this long at the latest")
+    ap.add_argument("--incoming", action="store_true", help="record what this namespace receives (PACKET_HOST) "
+                    "instead of what it sends: in a server's namespace, the packets that reach the server")
     a = ap.parse_args(argv)
 
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             except InterruptedError:
                 continue
-            if addr[2] != PACKET_OUTGOING:
+            if addr[2] != (PACKET_HOST if a.incoming else PACKET_OUTGOING):
                 continue
             if addr[3] == ARPHRD_NONE and frame:   # a TUN device (the timing testbed): bare IP packets
                 frame = bytes(12) + (b"\x08\x00" if frame[0] >> 4 == 4 else b"\x86\xdd") + frame

@@ -82,17 +82,13 @@ def _lifetime(db, *args, timeout=240):
 
 @pytest.mark.root
 @pytest.mark.skipif(not (HAVE["chromium"] and HAVE["gcc"]), reason="chromium-driver and gcc needed")
-def test_a_browser_named_twice_is_measured_once(db):
+def test_a_browser_named_twice_is_measured_once(db, testbed):
     """--browser chromium,chromium measured twice and the second result collided on
-    browser_lifetime's key: netsurvey: internal error (UniqueViolation) (adversary). Run
-    outside the testbed's vantage on purpose (one cheap inconclusive probe): only the
-    count of results matters."""
-    r = run_cli("--dsn", db.dsn, "browser", "lifetime", "--browser", "chromium,chromium", "--state", "tls13-psk",
-                "--offset", "0", "--json", dsn=db.dsn, timeout=240)
-    if r.returncode == 2 and "testbed is not up" in r.stderr:
-        pytest.skip("the testbed is not up")
-    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    browser_lifetime's key: netsurvey: internal error (UniqueViolation) (adversary). One
+    cheap probe (offset 0): only the count of results matters. In the testbed's vantage:
+    run from the root namespace (as this test did) the browser was sent to testbed
+    addresses by the default route, off the machine (now refused: session-31 adversary)."""
+    out = _lifetime(db, "--browser", "chromium,chromium", "--state", "tls13-psk", "--offset", "0")
     assert [(x["browser"], x["state"]) for x in out["results"]] == [("chromium", "tls13-psk")], out
 
 

@@ -157,10 +157,10 @@ def test_targets_import_reads_stdin(db):
     assert (r["name"], r["imported"], r["duplicates"]) == ("piped", 2, 1), r
 
 
-def test_repeatable_options_also_take_comma_separated_values(db):
+def test_repeatable_options_also_take_comma_separated_values(db, routes_ns):
     """issue 22: one convention for list options - repeat the option, or give A,B,C once."""
     p = run_cli("scan", "dns-ttl", "--name", "a.test,b.test", "--name", "c.test", "--nameserver", "198.18.1.53",
-                "--dry-run", dsn=db.dsn)
+                "--dry-run", dsn=db.dsn, netns=routes_ns)
     assert p.returncode == 0, p.stderr
     listed = [ln.split()[1] for ln in p.stdout.splitlines() if ln.strip().startswith("- ")]
     assert listed == ["a.test", "b.test", "c.test"], p.stdout
@@ -237,7 +237,7 @@ def test_an_internal_error_is_one_line_without_secrets(tmp_path):
     assert "Traceback" in p.stderr, p.stderr
 
 
-def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_path):
+def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_path, routes_ns):
     """`scan tls --target 198.18.2.21 --dry-run` with that address blocked said "1 targets
     would be probed, 0 blocked by policy" (the plan looked only at resolved addresses, and a
     literal target is the target's name); the real scan does skip it (review attack, issue 20)."""
@@ -246,7 +246,7 @@ def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_pa
     cfg = tmp_path / "block.toml"
     cfg.write_text('[etiquette]\nblock = ["198.18.2.21/32"]\n')
     r = run_cli("--config", str(cfg), "scan", "tls", "--target", "198.18.2.21", "--target", "::ffff:198.18.2.21",
-                "--target", "198.18.2.20", "--no-verify", "--no-ipv6", "--dry-run", dsn=db.dsn)
+                "--target", "198.18.2.20", "--no-verify", "--no-ipv6", "--dry-run", dsn=db.dsn, netns=routes_ns)
     assert r.returncode == 0, r.stderr
     assert "1 targets would be probed, 2 blocked by policy" in r.stdout, r.stdout
     assert "198.18.2.21" not in r.stdout.split("\n", 1)[1]

@@ -10,6 +10,11 @@ from netsurvey.errors import UsageError
 from netsurvey.etiquette import RateLimiter, TargetPolicy, read_network_file
 
 
+@pytest.fixture(autouse=True)
+def _testbed_routes(routes_as_in_testbed):
+    """The policy sees routes as in the testbed's vantage (these tests contact nothing)."""
+
+
 def test_default_policy_allows_only_testbed():
     p = TargetPolicy.from_config(EtiquetteConfig())
     assert p.allowed("198.18.2.10") and p.allowed("198.19.255.1") and p.allowed("2001:2:0:2::10")

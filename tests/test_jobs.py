@@ -87,6 +87,9 @@ def test_sigkill_mid_shard_is_retried_without_duplicates(db, tmp_path, testbed):
     with db.connect() as conn:   # both shards started and a few seconds into their work
         wait_for(lambda: conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
                                       " AND (args->>'run_id')::bigint = %s", (run_id,)).fetchone()[0] == 2, 60)
+    # ... and the run marked running by a shard (a job is 'doing' before its shard opens the
+    # run: on a loaded machine 2 s were not always enough, and the run was still 'queued')
+    assert wait_for(lambda: run_row(db, run_id)[0] == "running", 60)
     time.sleep(2)
     a.send_signal(signal.SIGKILL)
     a.wait(10)

@@ -155,6 +155,17 @@ CASES: dict[str, Case] = {
                                rate_targets={a for _, a in _SO_HOSTS},
                                term_args=[*_targets(*(f"a.test=198.18.2.20" for _ in range(40))), "--timeout", "5",
                                           "--concurrency", "1"]),
+    # quic-second-opinion (issue 24): ngtcp2's client, three QUIC connections per target
+    "quic-second-opinion": Case(("scan", "quic-second-opinion"), [],
+                                [*_targets("www.example.test=198.18.2.10", "retry.example.test=198.18.2.30"),
+                                 "--timeout", "5"], "retry.example.test",
+                                targets={"198.18.2.10", "198.18.2.30"},
+                                rate_args=[*_targets(*(["www.example.test=198.18.2.10",
+                                                        "notoken.example.test=198.18.2.31"] * 3)),
+                                           "--timeout", "5", "--concurrency", "6"],
+                                rate_targets={"198.18.2.10", "198.18.2.31"},
+                                term_args=[*_targets(*("www.example.test=198.18.2.10" for _ in range(40))),
+                                           "--timeout", "5", "--concurrency", "1"]),
     "quic-discover": Case(("scan", "quic-discover"), QUIC_HOSTS, ["--list", "{list}", "--timeout", "1s"], "retry.example.test",
                           rate_args=["--cidr", "198.19.0.0/27", "--timeout", "1s"],
                           rate_targets=set(SCALE) | {"198.19.0.0", "198.19.0.31"},
@@ -236,7 +247,8 @@ CASES: dict[str, Case] = {
 #: when netsurvey.measure does not exist yet: every command that contacts the network
 FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "tls-zgrab", "quic-discover", "quic",
             "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion",
-            "browser-lifetime", "handshake-timing", "browser-revisit", "dns-second-opinion"]
+            "browser-lifetime", "handshake-timing", "browser-revisit", "dns-second-opinion",
+            "quic-second-opinion"]
 
 
 def _measurements() -> tuple[list[str], str]:
@@ -268,8 +280,9 @@ def test_every_measurement_has_a_case():
 
 
 #: Measurements whose promise cases run only in `make test-slow`: kept out of `make test`'s
-#: time budget (dns-second-opinion, issue 24: a testbed second-opinion tool, ~100 s of cases).
-SLOW_CASES = {"dns-second-opinion"}
+#: time budget (dns-second-opinion, quic-second-opinion, issue 24: testbed second-opinion tools,
+#: ~100 s of cases each).
+SLOW_CASES = {"dns-second-opinion", "quic-second-opinion"}
 
 
 def _params(promise: str):

@@ -185,7 +185,9 @@ def test_turnover_lifetimes_and_key_rotation(db, testbed, tmp_path):
     every, tol, window = 1.0, 0.3, 42.0  # s; tol covers client-side arrival stamps under load
     for attempt in range(3):  # other sessions may restart the shared testbed; its servers then lose state
         t0 = time.time()
+        # --sessions 42: every age in one round (each with a ticket/token of its own), as the thesis
         res = _scan(db, "quic-turnover", *[f"--target={h}" for h in gt], "--every=1s", "--for=42s", "--timeout=0.9s",
+                    "--sessions=42",
                     timeout=150)
         if not _restarted_since(gt, t0):
             break

@@ -90,3 +90,46 @@ def test_cli_parsing():
     for bad in ("x.test@notanip", "198.18.2.10:0", "198.18.2.10:70000", "a b"):
         with pytest.raises(UsageError):
             parse_target(bad, 443)
+
+
+def test_stored_ticket_round_trips():
+    """quic-turnover stores a planned ticket (quic_turnover_event.state) for --resume: every
+    field aioquic needs to offer it (secret, age_add, times, early data, transport parameters)
+    comes back as it was."""
+    import datetime as dt
+
+    from aioquic.tls import CipherSuite, SessionTicket
+
+    from scanners.quic.schedule import ticket_bytes, ticket_from_bytes
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=123000)
+    t = SessionTicket(age_add=0xDEADBEEF, cipher_suite=CipherSuite.AES_128_GCM_SHA256,
+                      not_valid_after=now + dt.timedelta(days=1), not_valid_before=now,
+                      resumption_secret=os.urandom(32), server_name="quinn.zooq.test", ticket=os.urandom(32),
+                      max_early_data_size=0xFFFFFFFF, other_extensions=[(0x39, os.urandom(40))])
+    back = ticket_from_bytes(ticket_bytes(t))
+    assert back == t and back.obfuscated_age // 1000 == t.obfuscated_age // 1000
+
+
+def test_age_search_grid_queue_and_late_outcomes():
+    """netsurvey/agesearch.py (tls-lifetime and quic-turnover): a late outcome decides the index
+    of the age actually reached; due attempts go before due handshakes; handshakes planned
+    for one address are one per-destination interval apart."""
+    import time
+
+    from netsurvey.agesearch import DueQueue, decided_index, default_slots, next_points
+
+    assert decided_index(True, 5, 5.4, 1.0, 10) == 5 and decided_index(False, 5, 5.4, 1.0, 10) == 5
+    assert decided_index(True, 5, 7.2, 1.0, 10) == 7 and decided_index(False, 5, 7.2, 1.0, 10) == 8
+    assert decided_index(True, 9, 30.0, 1.0, 10) == 10 and decided_index(False, 9, 30.0, 1.0, 10) == 11
+    assert default_slots(288) == 17 and next_points(0, 289, 17)[-1] == 288 and len(next_points(0, 289, 17)) == 17
+    q = DueQueue(per_destination=4)
+    now = time.monotonic()
+    slots = [q.slot("198.18.0.1") for _ in range(3)]
+    assert [round(b - a, 6) for a, b in zip(slots, slots[1:])] == [0.25, 0.25]
+    assert q.slot("198.18.0.2") <= now + 0.1       # another address: no wait
+    q.push(now - 2, "establish", "e")
+    q.push(now - 1, "attempt", "a")
+    q.push(now + 60, "attempt", "later")
+    assert q.pop_due(now) == ("attempt", "a") and q.pop_due(now) == ("establish", "e") and q.pop_due(now) is None
+    assert q.next_due() == now + 60

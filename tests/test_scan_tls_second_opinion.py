@@ -4,6 +4,7 @@ contacts nothing. The zoo hosts' verdicts are checked in test_zoo_tls.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -159,3 +160,199 @@ def test_dry_run_contacts_nothing(db, tmp_path):
     with pytest.raises(socket.timeout):
         srv.accept()
     srv.close()
+
+
+# ------------------------------------------- sslyze (its own venv: tools/sslyze/.venv)
+def _sslyze_available() -> bool:
+    from scanners.tls_second_opinion import sslyze
+
+    return sslyze.available()
+
+
+needs_sslyze = pytest.mark.skipif(not _sslyze_available(),
+                                  reason="sslyze venv absent (tools/sslyze/.venv: scripts/install.sh builds it)")
+
+
+class _SynSniffer:
+    """Counts TCP SYNs (no ACK) to one port on the loopback device from outside the client:
+    an AF_PACKET socket (root), so every connection sslyze opens is seen, gated or not."""
+
+    def __init__(self, port: int):
+        import threading
+
+        self.port, self.times = port, []
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
+        self.sock.bind(("lo", 0))
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import struct
+
+        while not self.stop.is_set():
+            try:
+                frame, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if addr[2] == socket.PACKET_OUTGOING or len(frame) < 14 + 20 + 20:
+                continue   # lo shows each packet twice: count the delivered copy only
+            if struct.unpack("!H", frame[12:14])[0] != 0x0800 or frame[14 + 9] != 6:
+                continue
+            ihl = (frame[14] & 0x0F) * 4
+            tcp = frame[14 + ihl:]
+            dport, flags = struct.unpack("!H", tcp[2:4])[0], tcp[13]
+            if dport == self.port and flags & 0x02 and not flags & 0x10:
+                self.times.append(time.monotonic())
+
+    def close(self) -> list[float]:
+        self.stop.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+        return self.times
+
+
+@pytest.fixture
+def gnutls_serv_early(tmp_path):
+    """A stock gnutls-serv that also accepts TLS 1.3 early data (--earlydata)."""
+    from testbed.pki import ensure_ca, issue_cert
+
+    ensure_ca(tmp_path / "pki")
+    cert, key = issue_cert(tmp_path / "pki", "local.zoo.test", ["local.zoo.test"])
+    port = _free_port()
+    p = subprocess.Popen(["gnutls-serv", "--http", "--earlydata", "-p", str(port), "--x509certfile", str(cert),
+                          "--x509keyfile", str(key)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield port, tmp_path
+    p.terminate()
+    p.wait(timeout=5)
+
+
+@needs_sslyze
+@pytest.mark.skipif(os.geteuid() != 0, reason="the SYN sniffer needs root (AF_PACKET)")
+@pytest.mark.timeout(120)
+def test_sslyze_verdicts_and_every_connection_paced(db, gnutls_serv_early):
+    """sslyze (--client sslyze) against a stock gnutls-serv with --earlydata: session-ID and
+    ticket resumption (TLS 1.2) and early data (TLS 1.3) land in tls_second_opinion; every
+    TCP connection sslyze opens, counted from outside by a SYN sniffer on lo, was granted
+    through the run's limiter (the connections column equals the sniffer's count) and the
+    SYNs are spaced by the etiquette's per-destination rate (10/s here). ~5 s."""
+    port, tmp = gnutls_serv_early
+    cfg = tmp / "survey.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\nper_destination_pps = 10\n')
+    sniff = _SynSniffer(port)
+    try:
+        t0 = time.monotonic()
+        r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "local.zoo.test=127.0.0.1",
+                    "--port", str(port), "--client", "sslyze", "--json", dsn=db.dsn)
+        took_s = time.monotonic() - t0
+    finally:
+        time.sleep(0.3)
+        syns = sniff.close()
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with db.connect() as conn:
+        rows = conn.execute("SELECT version, mechanism, status, error, resumed, early_data_accepted, attempts,"
+                            " resumptions, connections, client FROM tls_second_opinion WHERE run_id = %s"
+                            " ORDER BY 2", (run_id,)).fetchall()
+    got = {x[1]: x[:8] for x in rows}
+    # gnutls-serv keeps a session cache (IDs resume) and, with --earlydata, accepts 0-RTT
+    assert got["id"] == ("1.2", "id", "success", None, True, None, 5, 5), rows
+    assert got["early-data"] == ("1.3", "early-data", "success", None, None, True, 1, None), rows
+    # sslyze's ticket verdict is "the ticket after the resumption is the one offered": GnuTLS
+    # 3.7.9 sends no new ticket on a TLS 1.2 ticket resumption, so this reads as resumed
+    assert got["ticket"] == ("1.2", "ticket", "success", None, True, None, 5, 5), rows
+    assert all(x[9].startswith("sslyze 6.") for x in rows), rows
+    n = rows[0][8]
+    assert all(x[8] == n for x in rows) and n >= 22, rows   # 2 x 5 x 2 resumption + 2 early data + probes
+    assert len(syns) == n, (len(syns), n)                   # no connection bypassed the gate
+    gaps = [b - a for a, b in zip(syns, syns[1:])]
+    assert min(gaps) >= 0.1 * 0.8, sorted(gaps)[:5]         # per_destination_pps = 10
+    assert took_s >= (n - 1) * 0.1, took_s
+
+
+def test_sslyze_json_parsed():
+    """sslyze's JSON (sslyze 6.3.1's shape) -> verdicts (no network)."""
+    from scanners.tls_second_opinion.sslyze import parse, server_string
+
+    def doc(highest, resum, early):
+        return {"server_scan_results": [{"connectivity_status": "COMPLETED",
+                                         "connectivity_result": {"highest_tls_version_supported": highest},
+                                         "scan_result": {"session_resumption": resum, "tls_1_3_early_data": early}}]}
+    resum = {"status": "COMPLETED", "result": {
+        "session_id_resumption_result": "PARTIALLY_SUPPORTED", "session_id_attempted_resumptions_count": 5,
+        "session_id_successful_resumptions_count": 3, "tls_ticket_resumption_result": "NOT_SUPPORTED",
+        "tls_ticket_attempted_resumptions_count": 5, "tls_ticket_successful_resumptions_count": 0}}
+    early = {"status": "COMPLETED", "result": {"supports_early_data": False}}
+    assert parse(doc("TLS_1_3", resum, early)) == ([("id", "1.2", True, None, 5, 3, None),
+                                                     ("ticket", "1.2", False, None, 5, 0, None),
+                                                     ("early-data", "1.3", None, False, 1, None, None)], None)
+    rows, _ = parse(doc("TLS_1_2", resum, early))
+    assert rows[2] == ("early-data", "1.3", None, None, None, None, "sslyze: no TLS 1.3 (highest TLS_1_2)")
+    only13 = {"status": "COMPLETED", "result": {**resum["result"], "session_id_resumption_result":
+                                                 "SERVER_IS_TLS_1_3_ONLY", "tls_ticket_resumption_result":
+                                                 "SERVER_IS_TLS_1_3_ONLY"}}
+    rows, _ = parse(doc("TLS_1_3", only13, {"status": "ERROR", "error_reason": "BUG_IN_SSLYZE",
+                                             "error_trace": "Traceback\nValueError: x"}))
+    assert [r[2] for r in rows] == [None, None, None] and "TLS 1.3 only" in rows[0][6], rows
+    assert rows[2][6] == "sslyze: BUG_IN_SSLYZE: ValueError: x", rows
+    assert parse({"server_scan_results": [{"connectivity_status": "ERROR", "connectivity_error_trace":
+                                           {"exc_type": "ConnectionToServerFailed"}}]})[1] \
+        == "sslyze: connectivity ERROR: ConnectionToServerFailed"
+    assert server_string("127.0.0.1", 443, "a.test") == "a.test:443{127.0.0.1}"
+    assert server_string("2001:2::1", 443, "a.test") == "a.test:443{[2001:2::1]}"
+    assert server_string("2001:2::1", 443, None) == "[2001:2::1]:443"
+
+
+@pytest.mark.parametrize("target", ["x.test:25{127.0.0.2}=127.0.0.1", "x.test{127.0.0.2}=127.0.0.1",
+                                    "[::1]:25=127.0.0.1", "--help=127.0.0.1"])
+def test_sslyze_server_string_injection_refused(db, target):
+    """sslyze reads 'host:port{ip}': a name carrying ':', '{' or '[' would pick another port
+    or address; refused before anything runs, as for testssl.sh."""
+    r = run_cli("scan", "tls-second-opinion", "--target", target, "--client", "sslyze", dsn=db.dsn)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'tls-second-opinion'").fetchone()[0] == 0
+
+
+@needs_sslyze
+def test_sslyze_only_against_the_testbed_and_dry_run_contacts_nothing(db, tmp_path):
+    r = run_cli("scan", "tls-second-opinion", "--target", "x.test=192.0.2.1", "--client", "sslyze", dsn=db.dsn)
+    assert r.returncode == 2 and "testbed" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.5)
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
+    r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "x.test=127.0.0.1", "--port",
+                str(srv.getsockname()[1]), "--client", "sslyze", "--dry-run", dsn=db.dsn)
+    assert r.returncode == 0 and "1 targets would be probed" in r.stdout, (r.stdout, r.stderr)
+    with pytest.raises(socket.timeout):
+        srv.accept()
+    srv.close()
+
+
+@needs_sslyze
+def test_sslyze_blocked_target_contacts_nothing(db, tmp_path):
+    """The policy holds for sslyze as for every client: a blocklisted address is recorded as
+    blocked and sslyze never starts (nothing accepted on the port)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.5)
+    cfg = tmp_path / "survey.toml"
+    cfg.write_text('[etiquette]\nallow = ["127.0.0.0/8"]\nblock = ["127.0.0.1/32"]\n')
+    r = run_cli("--config", str(cfg), "scan", "tls-second-opinion", "--target", "x.test=127.0.0.1", "--port",
+                str(srv.getsockname()[1]), "--client", "sslyze", "--json", dsn=db.dsn)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    with pytest.raises(socket.timeout):
+        srv.accept()
+    srv.close()
+    with db.connect() as conn:
+        assert conn.execute("SELECT status FROM tls_second_opinion WHERE run_id = %s", (run_id,)).fetchall() \
+            == [("blocked",)]

@@ -13,6 +13,11 @@ from netsurvey.etiquette import RateLimiter, TargetPolicy
 from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
 
 
+@pytest.fixture(autouse=True)
+def _testbed_routes(routes_as_in_testbed):
+    """The policy sees routes as in the testbed's vantage (these tests contact nothing)."""
+
+
 class Flaky(Scanner):
     """Sleeps a little; targets whose port is odd raise."""
 

@@ -182,3 +182,25 @@ def test_killed_run_resumes_and_finishes(db, testbed, tmp_path):
     # bad input: a finished run is not resumed again
     p = run_cli("--dsn", db.dsn, "scan", "tls-lifetime", "--resume", str(run_id), dsn=db.dsn)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "already finished" in p.stderr
+
+
+def test_a_lost_attempt_keeps_the_shard_that_planned_it(db):
+    """An attempt planned without a stored session is logged 'lost' on restart; the lost row
+    keeps the planning row's shard_id, so row_vantage attributes it to that shard's vantage
+    and round (it was written without shard_id: the run-level fallback)."""
+    import datetime as dt
+
+    from scanners.tls.schedule import prior_state
+
+    now = dt.datetime.now(dt.timezone.utc)
+    with db.connect() as conn:
+        run_id = conn.execute("INSERT INTO scan_run (kind) VALUES ('tls-lifetime') RETURNING id").fetchone()[0]
+        for k, shard in ((0, 41), (1, None)):
+            conn.execute("INSERT INTO tls_lifetime_event (run_id, origin_host, origin_address, mechanism, version, "
+                         "round, grid_index, event, due_at, at, shard_id) VALUES (%s, 'a.test', '198.18.2.1', 'id', "
+                         "'TLSv1.2', 1, %s, 'planned', %s, %s, %s)", (run_id, k, now, now, shard))
+        _, lost, restored = prior_state(conn, run_id)
+        rows = conn.execute("SELECT grid_index, shard_id FROM tls_lifetime_event WHERE run_id = %s AND event = 'lost' "
+                            "ORDER BY 1", (run_id,)).fetchall()
+    assert lost == 2 and restored == []
+    assert rows == [(0, 41), (1, None)], rows

@@ -158,9 +158,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             except OSError as exc:
                 raise UsageError(f"cannot find the vantage's subnet towards {res[0]}: {exc}; pass --subnet") from None
         nets = list(dict.fromkeys(nets))
-        _check_allowed("--resolver", res[0])
-        eng = _engine_options(ns_qps, retries, timeout)
-        targets = _targets(list_name, top, names)
         if backend not in ("native", "zdns"):
             raise UsageError("--backend must be native or zdns")
         if backend == "zdns":
@@ -169,6 +166,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             zdns_binary()
             if len(nets) != 1:
                 raise UsageError("--backend zdns takes exactly one --subnet (zdns has one global client subnet)")
+        _check_allowed("--resolver", res[0])
+        eng = _engine_options(ns_qps, retries, timeout)
+        targets = _targets(list_name, top, names)
         opts = EcsOptions(resolver=res, subnets=tuple(nets), qtype=qt, engine=eng)
         params = {"list": list_name, "top": top, "names": names, "resolver": list(res),
                   "subnets": [str(n) for n in nets], "type": qt, "concurrency": concurrency, "rate": rate,

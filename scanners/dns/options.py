@@ -72,8 +72,8 @@ def targets_from_options(list_name: Optional[str], top: Optional[int], names: li
 
 def check_allowed(option: str, address: str) -> None:
     from netsurvey.clictx import state
-    from netsurvey.etiquette import TargetPolicy
+    from netsurvey.etiquette import TargetPolicy, explain
 
     why = TargetPolicy.from_config(state.config.etiquette).reason_blocked(address)
     if why:
-        raise UsageError(f"{option} {address}: {why} by the etiquette policy (etiquette.allow)")
+        raise UsageError(f"{option} {address}: {explain(why)}")

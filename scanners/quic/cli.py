@@ -241,53 +241,65 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency, as_json)
         _finish(ctx, counts, as_json)
 
-    @measurement(scan_app, "quic-turnover", tables=('quic_turnover_host', 'quic_token', 'quic_ticket'))
+    @measurement(scan_app, "quic-turnover", tables=('quic_turnover_host', 'quic_connection', 'quic_token', 'quic_ticket',
+                                                   'quic_turnover_event'))
     def quic_turnover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
-                      every: str = typer.Option("10m", "--every", help="Interval between rounds (thesis: 10m)."),
-                      duration: str = typer.Option("48h", "--for", help="Observation time (thesis: 48h)."),
+                      every: str = typer.Option("10m", "--every", help="Interval between samples and age step "
+                                                "of the lifetime search (thesis: 10m)."),
+                      duration: str = typer.Option("48h", "--for", help="Sample span and largest age tried "
+                                                   "(thesis: 48h)."),
                       timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
+                      sessions: int = typer.Option(0, "--sessions", help="Tickets (tokens) held per address and "
+                                                   "kind (0 = ceil(sqrt(ages)): two search rounds)."),
+                      hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", help="Addresses probed at once."),
+                      concurrency: int = typer.Option(100, "--concurrency", help="Connections in flight."),
+                      resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run "
+                                                           "(its own targets and options)."),
                       as_json: bool = _JSON) -> None:
-        """Repeated connections: token/ticket acceptance lifetimes and key turnover per host."""
+        """Repeated connections: token/ticket acceptance lifetimes (each age with state never presented before) and key turnover per host."""
         from .records import ConnectOptions, TurnoverOptions
-        from .scanner import QuicTurnoverScanner
-        from .store import QuicStore
+        from .turnover_run import params, resume_turnover, run_turnover
 
+        if sessions < 0 or hosts_in_flight < 1 or concurrency < 1:
+            raise UsageError("--sessions must be >= 0, --hosts-in-flight and --concurrency >= 1")
+        if resume is not None:
+            if list_name or target:
+                raise UsageError("--resume takes the run's own targets: give no --list/--target")
+            p, targets, reopen = resume_turnover(resume)
+            from netsurvey.runctx import is_dry_run
+
+            if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
+                open_scan("quic-turnover", {"resume": resume}, packages=("aioquic",), targets=targets)
+            ctx = reopen()
+            opts = TurnoverOptions(p["every_s"], p["for_s"], ConnectOptions(
+                timeout_s=p["timeout_s"], user_agent=user_agent(ctx.config.etiquette)))
+            res = run_turnover(ctx, targets, opts, slots=p["slots"], hosts_in_flight=p["hosts_in_flight"],
+                               concurrency=p["concurrency"], resumed_from=resume)
+            _print_result(res, as_json)
+            return
         every_s = parse_duration(every, "--every")
         duration_s = parse_duration(duration, "--for")
         timeout_s = parse_duration(timeout, "--timeout")
-        if timeout_s > every_s:
-            raise UsageError("--timeout must not exceed --every (one round's connections must end in time)")
+        if duration_s < every_s:
+            raise UsageError("--for must be at least --every")
         targets = _targets(list_name, top, target, port)
-        ctx = open_scan("quic-turnover", {"list": list_name, "top": top, "target": target, "port": port,
-                                          "every_s": every_s, "for_s": duration_s, "timeout_s": timeout_s},
-                        packages=("aioquic",), targets=targets)
-        store = QuicStore(ctx.db, ctx.run.id)
-        sc = QuicTurnoverScanner()
-        sc.init((TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
-                                                                  user_agent=user_agent(ctx.config.etiquette))), store), ctx)
-        summaries = []
+        from netsurvey.agesearch import default_slots
 
-        def store_fn(o: ScanOutcome) -> None:
-            if o.result is None:
-                return
-            t = o.target
-            store.write_turnover_host((t.rank, t.hostname, ipaddress.ip_address(t.address), *o.result.summary))
-            summaries.append((t.address, o.result.summary))
-            store.flush()
-
-        counts = _run(sc, targets, store, store_fn, max(1, len(targets)), as_json)
-        _set_key_prefixes(ctx.db, ctx.run.id)
-        _finish(ctx, counts, as_json)
+        slots = sessions or default_slots(int(duration_s / every_s + 1e-9))
+        opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s))
+        ctx = open_scan("quic-turnover", params(targets, opts, slots=slots, hosts_in_flight=hosts_in_flight,
+                                                concurrency=concurrency,
+                                                query={"list": list_name, "top": top, "target": target, "port": port}),
+                        packages=("aioquic",), targets=targets, concurrency=concurrency)
+        opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
+                                                                   user_agent=user_agent(ctx.config.etiquette)))
+        res = run_turnover(ctx, targets, opts, slots=slots, hosts_in_flight=hosts_in_flight, concurrency=concurrency)
+        _print_result(res, as_json)
 
 
-def _set_key_prefixes(db, run_id: int) -> None:
-    """Fill quic_token/quic_ticket.key_prefix from the per-host prefix lengths."""
-    with db.connect() as conn:
-        for table, col, plen in (("quic_token", "token", "token_key_prefix_len"),
-                                 ("quic_ticket", "ticket", "ticket_key_prefix_len")):
-            conn.execute(
-                f"""UPDATE {table} x SET key_prefix = substring(x.{col} from 1 for h.{plen})
-                    FROM quic_turnover_host h
-                    WHERE x.run_id = %s AND h.run_id = x.run_id AND h.address = x.address AND h.{plen} > 0""",
-                (run_id,))
+def _print_result(res: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(res))
+    else:
+        Console().print(f"run {res['run_id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(res["counts"].items())))

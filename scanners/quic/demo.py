@@ -38,7 +38,7 @@ def run(state, out) -> str:
     disc = _scan(state, "quic-discover", "--list", "quic-demo", "--timeout", "0.5s")
     hs = _scan(state, "quic", "--list", "quic-demo", "--timeout", "2s")
     turn = _scan(state, "quic-turnover", "--list", "quic-demo", "--top", str(len(quic)), "--every", "1s",
-                 "--for", "41s", "--timeout", "0.9s")
+                 "--for", "41s", "--timeout", "0.9s", "--sessions", "41")   # every age in one round: ~41 s
     figs = Path(os.environ.get("NETSURVEY_DEMO_OUT", "out")) / "figures"
     for name, run_id in (("quic-support", disc["run_id"]), ("quic-lifetimes", turn["run_id"]),
                          ("quic-turnover", turn["run_id"]), ("quic-tracking", turn["run_id"])):

@@ -1,27 +1,25 @@
-"""The three QUIC scanners on the shared contract (netsurvey.scanning):
+"""The QUIC scanners on the shared contract (netsurvey.scanning):
 
 * :class:`QuicDiscoverScanner` (``quic-discover``): Version Negotiation probe, Alt-Svc, HTTPS RR.
 * :class:`QuicHandshakeScanner` (``quic``): a fresh connection, then one presenting the
   token and ticket it received (resumption, 0-RTT).
-* :class:`QuicTurnoverScanner` (``quic-turnover``): repeated rounds (see turnover.py).
+``quic-turnover`` is a scheduler of its own (schedule.py, turnover_run.py), not a per-target scanner.
 """
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass
 from typing import Optional
 
-import dns.asyncresolver
 
 from netsurvey.etiquette import user_agent
+from netsurvey.resolve import system_resolver
 from netsurvey.scanning import ScanOutcome, ScanStatus, Scanner, ScanTarget
 
 from .discover import fetch_alt_svc, https_record_alpn, parse_alt_svc
 from .handshake import HandshakeFailed, quic_connect
-from .records import ConnectOptions, DiscoveryResult, HandshakeResult, TurnoverOptions
+from .records import ConnectOptions, DiscoveryResult, HandshakeResult
 from .store import Presented, QuicStore
-from .turnover import HostTurnover, run_host, summarize
 from .vn import probe_versions
 
 
@@ -52,7 +50,7 @@ class QuicDiscoverScanner(Scanner):
 
     def init(self, options: DiscoverOptions, ctx) -> None:
         super().init(options, ctx)
-        self._resolver = dns.asyncresolver.Resolver()
+        self._resolver = system_resolver()
         self._resolver.lifetime = options.timeout_s
         self._https_cache: dict[str, object] = {}
         self._ua = user_agent(ctx.config.etiquette)
@@ -131,35 +129,3 @@ def store_handshake(store: QuicStore, o: ScanOutcome) -> None:
                                status=r.resumed_status.value, error=r.resumed_error, h=r.resumed,
                                presented=Presented(cid if r.fresh.tokens else None, None,
                                                    cid if r.fresh.tickets else None, None))
-
-
-@dataclass(frozen=True)
-class TurnoverResult:
-    """Summary columns of one address (see store.TURNOVER_HOST) and its raw observations."""
-
-    summary: tuple
-    raw: HostTurnover
-
-
-class QuicTurnoverScanner(Scanner):
-    name = "quic-turnover"
-
-    def init(self, options: tuple[TurnoverOptions, QuicStore], ctx) -> None:
-        super().init(options, ctx)
-        self.turnover, self.store = options
-        self.start = time.monotonic() + 0.05
-
-    async def scan(self, target: ScanTarget) -> ScanOutcome:
-        store = self.store
-
-        def record(cid, purpose, round_no, err: Optional[HandshakeFailed], h: HandshakeResult, presented):
-            status = ScanStatus.SUCCESS if err is None else failure_status(err)
-            store.write_connection(cid, rank=target.rank, purpose=purpose, round_no=round_no, status=status.value,
-                                   error=str(err) if err else None, h=h,
-                                   presented=Presented(*presented) if presented else Presented())
-
-        raw = await run_host(target.hostname, target.address, target.port, self.turnover, self.start,
-                             store.next_conn_id, record, pace=lambda: self.ctx.limiter.acquire(target.address))
-        st = ScanStatus.SUCCESS if raw.connections_ok else ScanStatus.CONNECTION_TIMEOUT
-        return ScanOutcome(target, st, TurnoverResult(summarize(raw, self.turnover.every_s), raw),
-                           None if raw.connections_ok else "no handshake in any round")

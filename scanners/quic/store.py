@@ -51,12 +51,18 @@ TURNOVER_HOST = [
     ("ticket_lifetime_s", "int8"), ("ticket_max_early_data", "int8"), ("ticket_lengths", "int4[]"),
     ("ticket_key_prefix_len", "int4"), ("ticket_keys_seen", "int4"), ("ticket_key_changes", "int4"),
     ("ticket_key_period_s", "float8"), ("ticket_accept_max_age_s", "float8"), ("ticket_reject_min_age_s", "float8"),
-    ("zero_rtt_accept_max_age_s", "float8"), ("zero_rtt_reject_min_age_s", "float8"), ("token_format", "text")]
+    ("zero_rtt_accept_max_age_s", "float8"), ("zero_rtt_reject_min_age_s", "float8"), ("token_format", "text"),
+    ("token_reuse_accepted", "bool"), ("ticket_reuse_accepted", "bool"), ("token_presentations", "int4"),
+    ("ticket_presentations", "int4")]
+_EVENT = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("kind", "text"),
+          ("round", "int4"), ("grid_index", "int4"), ("event", "text"), ("due_at", "timestamptz"),
+          ("at", "timestamptz"), ("detail", "text"), ("conn_id", "int4"), ("state", "bytea")]
 
 
 def _writer(db: Database, cols) -> ResultWriter:
     table = {id(_DISCOVERY): "quic_discovery", id(_CONNECTION): "quic_connection", id(_TOKEN): "quic_token",
-             id(_TICKET): "quic_ticket", id(TURNOVER_HOST): "quic_turnover_host"}[id(cols)]
+             id(_TICKET): "quic_ticket", id(TURNOVER_HOST): "quic_turnover_host",
+             id(_EVENT): "quic_turnover_event"}[id(cols)]
     return ResultWriter(db, table, [c for c, _ in cols], types=[t for _, t in cols], batch_rows=2000)
 
 
@@ -84,6 +90,7 @@ class QuicStore:
         self.tokens = _writer(db, _TOKEN)
         self.tickets = _writer(db, _TICKET)
         self.turnover = _writer(db, TURNOVER_HOST)
+        self.events = _writer(db, _EVENT)
         from netsurvey import shard
 
         spec = shard.current()
@@ -135,11 +142,24 @@ class QuicStore:
     def write_turnover_host(self, row: tuple) -> None:
         self.turnover.write((self.run_id, *row))
 
+    def write_event(self, hostname: Optional[str], address: str, port: int, kind: str, round_no: Optional[int],
+                    grid_index: Optional[int], event: str, due_w: Optional[float], detail: Optional[str],
+                    conn_id: Optional[int], state: Optional[bytes]) -> None:
+        """One quic_turnover_event row (``due_w``: unix s)."""
+        utc = dt.timezone.utc
+        self.events.write((self.run_id, hostname, _ip(address), port, kind, round_no, grid_index, event,
+                           dt.datetime.fromtimestamp(due_w, utc) if due_w is not None else None,
+                           dt.datetime.now(utc), detail, conn_id, state))
+
+    def continue_after(self, last_conn_id: int) -> None:
+        """A resumed run: number new connections after the run's last one."""
+        self._next_conn = max(self._next_conn, last_conn_id)
+
     def flush(self) -> None:
-        for w in (self.discovery, self.connections, self.tokens, self.tickets, self.turnover):
+        for w in (self.discovery, self.connections, self.tokens, self.tickets, self.turnover, self.events):
             w.flush()
 
     def close(self) -> None:
         self.flush()
-        for w in (self.discovery, self.connections, self.tokens, self.tickets, self.turnover):
+        for w in (self.discovery, self.connections, self.tokens, self.tickets, self.turnover, self.events):
             w.close()

@@ -1,47 +1,29 @@
-"""Turnover: repeated connections to one host address (``netsurvey scan quic-turnover``).
+"""Turnover: what one host address showed over a ``netsurvey scan quic-turnover`` run, and
+the per-address summary (``quic_turnover_host``).
 
-Every ``every_s`` seconds (a *round*) two connections are made side by side:
-
-1. *fresh*: no state presented. Shows whether Retry is forced, and yields a new token and
-   ticket (their key identifiers, lengths, advertised lifetime).
-2. *represent*: presents the oldest token and the oldest ticket still held (obtained in an
-   earlier round), at their current age. A token counts as accepted when no Retry follows
-   (observable only on servers that force Retry without a valid token); a ticket when the
-   session is resumed; 0-RTT when the early data is accepted. A refused token/ticket ends its
-   chain: everything held is dropped except the state of the current round, so the next
-   chain starts one interval later and every chain yields one lifetime sample.
+The connections are made by the scheduler (schedule.py): a *fresh* sample every
+``every_s`` (key series), and per lifetime search (ticket; token where Retry makes token
+acceptance visible) *establish* connections whose state is presented exactly once, at one
+age, by a *represent* connection; the first accepted state is presented once more
+(*reuse*). Nothing is kept in memory: :func:`host_summaries` reads one address at a time
+back from quic_connection / quic_token / quic_ticket.
 
 Key identifiers are inferred, not assumed (tokens of a layout recognised by tokens.py - the
-testbed's server, ngtcp2, quic-go - take the key id length from that layout instead, so a
+testbed's server, ngtcp2, quic-go, quinn - take the key id length from that layout instead, so a
 constant format byte is not read as a key id): the longest prefix shared by the tokens (tickets)
-issued within one round is their key identifier; its most common length over all rounds is
-used for the host, and a change of that prefix between rounds is a key change. Periods are
-the median time between changes and are accurate to one interval.
+issued within one round (all connections of one ``every_s`` interval) is their key
+identifier; its most common length over all rounds is used for the host, and a change of
+that prefix between consecutive items is a key change. Periods are the median time between
+changes and are accurate to one interval.
 """
 from __future__ import annotations
 
-import asyncio
 import statistics
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
-from aioquic.tls import SessionTicket
-
-from .handshake import HandshakeFailed, quic_connect
-from .records import ConnectOptions, HandshakeResult, TurnoverOptions
 from .tokens import classify_token, common_key_prefix_len
-
-
-@dataclass
-class _Held:
-    """A token or ticket held for later presentation; ``at`` is its arrival (unix s)."""
-
-    conn_id: int
-    round_no: int
-    at: float
-    value: object  # bytes (token) or aioquic SessionTicket
 
 
 @dataclass
@@ -69,6 +51,8 @@ class HostTurnover:
     token_presentations: list[tuple[float, bool]] = field(default_factory=list)   # (age s, accepted)
     ticket_presentations: list[tuple[float, bool]] = field(default_factory=list)
     zero_rtt: list[tuple[float, bool]] = field(default_factory=list)
+    token_reuse: Optional[bool] = None      # the first accepted token accepted again
+    ticket_reuse: Optional[bool] = None
 
 
 def common_prefix_len(items: Sequence[bytes]) -> int:
@@ -135,7 +119,9 @@ def summarize(h: HostTurnover, every_s: float) -> tuple:
             bool(h.tickets), max(h.ticket_lifetimes) if h.ticket_lifetimes else None,
             max(early) if early else None, sorted({len(s.data) for s in h.tickets}),
             tik_plen if h.tickets else None, tik_keys if h.tickets else None,
-            tik_changes if h.tickets else None, tik_period, tik_acc, tik_rej, z_acc, z_rej, tok_format)
+            tik_changes if h.tickets else None, tik_period, tik_acc, tik_rej, z_acc, z_rej, tok_format,
+            h.token_reuse if retry_on_fresh else None, h.ticket_reuse,
+            len(h.token_presentations) if retry_on_fresh else None, len(h.ticket_presentations))
 
 
 def token_format(samples: Sequence[_Sample]) -> tuple[Optional[str], Optional[int]]:
@@ -150,90 +136,69 @@ def token_format(samples: Sequence[_Sample]) -> tuple[Optional[str], Optional[in
     return (fams.pop() if len(fams) == 1 else "mixed"), plen
 
 
-#: record(conn_id, purpose, round, status, error, result, presented(token_conn, token_age,
-#: ticket_conn, ticket_age)) stores one connection.
-Recorder = Callable[..., None]
 
-
-async def _connect(hostname, address, port, opts: ConnectOptions, token=None, ticket=None):
-    try:
-        h, raw = await quic_connect(hostname, address, port, opts, token=token, ticket=ticket)
-        return h, raw, None
-    except HandshakeFailed as exc:
-        return exc.partial, [], exc
-
-
-async def run_host(hostname: Optional[str], address: str, port: int, opts: TurnoverOptions, start: float,
-                   next_conn_id: Callable[[], int], record: Recorder, pace=None) -> HostTurnover:
-    """Run every round for one address, starting at monotonic time ``start``. ``pace()``
-    (the run's limiter for this address) is awaited before every connection but the first,
-    which the run path paced."""
+def _host_turnover(conn, run_id: int, hostname: Optional[str], address: str, port: int,
+                   every_s: float) -> HostTurnover:
+    """One target's observations, read back from the run's rows."""
     out = HostTurnover()
-    tokens: list[_Held] = []
-    tickets: list[_Held] = []
-    rounds = max(1, int(opts.duration_s // opts.every_s) + 1)
-    for r in range(rounds):
-        delay = start + r * opts.every_s - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        now = time.monotonic()
-        out.rounds += 1
-        out.first_at = now if out.first_at is None else out.first_at
-        out.last_at = now
-        # the fresh and the represent connection run side by side
-        tok = next((x for x in tokens if x.round_no < r), None)
-        tik = next((x for x in tickets if x.round_no < r), None)
-        fresh_id = next_conn_id()
-        if pace is not None and r > 0:
-            await pace()
-        jobs = [_connect(hostname, address, port, opts.connect)]
-        if tok is not None or tik is not None:
-            if pace is not None:
-                await pace()
-            rep_id = next_conn_id()
-            t_present = time.time()
-            tok_age = t_present - tok.at if tok else None
-            tik_age = t_present - tik.at if tik else None
-            jobs.append(_connect(hostname, address, port, opts.connect,
-                                 token=tok.value if tok else None, ticket=tik.value if tik else None))
-        results = await asyncio.gather(*jobs)
-        h, raw, err = results[0]
-        record(fresh_id, "fresh", r, err, h, None)
-        if err is None:
-            out.connections_ok += 1
-            out.fresh_retry.append(h.retry)
-            _collect(out, h, raw, fresh_id, r, tokens, tickets)
-        if len(results) < 2:
-            continue
-        h, raw, err = results[1]
-        record(rep_id, "represent", r, err, h, (tok.conn_id if tok else None, tok_age,
-                                                tik.conn_id if tik else None, tik_age))
-        if err is not None:
+    conns = conn.execute(
+        """SELECT conn_id, purpose, round, status = 'success', extract(epoch FROM started_at)::float8, retry,
+                  presented_token_len IS NOT NULL, presented_token_age_s, presented_ticket_prefix IS NOT NULL,
+                  presented_ticket_age_s, session_resumed, early_data_sent, early_data_accepted
+           FROM quic_connection WHERE run_id = %s AND hostname IS NOT DISTINCT FROM %s AND address = %s
+             AND port = %s ORDER BY started_at, conn_id""", (run_id, hostname, address, port)).fetchall()
+    fresh_at = [at for _, purpose, _, _, at, *_ in conns if purpose == "fresh"]
+    out.rounds = len({rnd for _, purpose, rnd, *_ in conns if purpose == "fresh"})
+    if fresh_at:
+        out.first_at, out.last_at = min(fresh_at), max(fresh_at)
+    anchor = out.first_at if out.first_at is not None else (conns[0][4] if conns else 0.0)
+    for (cid, purpose, rnd, ok, at, retry, tok_p, tok_age, tik_p, tik_age, resumed, early_sent,
+         early_ok) in conns:
+        if not ok:
             continue
         out.connections_ok += 1
-        if tok is not None:
-            out.token_presentations.append((tok_age, not h.retry))
-            if h.retry and any(out.fresh_retry):
-                tokens[:] = [x for x in tokens if x.round_no >= r]  # chain ends
-        if tik is not None:
-            out.ticket_presentations.append((tik_age, h.session_resumed))
-            if h.early_data_sent:
-                out.zero_rtt.append((tik_age, h.early_data_accepted))
-            if not h.session_resumed:
-                tickets[:] = [x for x in tickets if x.round_no >= r]
-        _collect(out, h, raw, rep_id, r, tokens, tickets)
+        if purpose in ("fresh", "establish"):
+            out.fresh_retry.append(bool(retry))
+        elif purpose == "represent":
+            if tok_p:
+                out.token_presentations.append((tok_age, not retry))
+            if tik_p:
+                out.ticket_presentations.append((tik_age, bool(resumed)))
+                if early_sent:
+                    out.zero_rtt.append((tik_age, bool(early_ok)))
+        elif purpose == "reuse":
+            if tok_p and out.token_reuse is None:
+                out.token_reuse = not retry
+            if tik_p and out.ticket_reuse is None:
+                out.ticket_reuse = bool(resumed)
+    bucket = (lambda at: int((at - anchor) // every_s)) if every_s > 0 else (lambda at: 0)
+    for (at, data) in conn.execute(
+            """SELECT extract(epoch FROM t.received_at)::float8, t.token FROM quic_token t
+               JOIN quic_connection c USING (run_id, conn_id)
+               WHERE t.run_id = %s AND c.hostname IS NOT DISTINCT FROM %s AND c.address = %s AND c.port = %s
+               ORDER BY t.received_at""", (run_id, hostname, address, port)).fetchall():
+        out.tokens.append(_Sample(bucket(at), at, bytes(data)))
+    for (at, data, life, early) in conn.execute(
+            """SELECT extract(epoch FROM t.received_at)::float8, t.ticket, t.lifetime_s, t.max_early_data
+               FROM quic_ticket t JOIN quic_connection c USING (run_id, conn_id)
+               WHERE t.run_id = %s AND c.hostname IS NOT DISTINCT FROM %s AND c.address = %s AND c.port = %s
+               ORDER BY t.received_at""", (run_id, hostname, address, port)).fetchall():
+        out.tickets.append(_Sample(bucket(at), at, bytes(data)))
+        out.ticket_lifetimes.append(life)
+        out.ticket_early.append(early)
     return out
 
 
-def _collect(out: HostTurnover, h: HandshakeResult, raw: list[SessionTicket], cid: int, r: int,
-             tokens: list[_Held], tickets: list[_Held]) -> None:
-    for tok in h.tokens:
-        at = tok.received_at.timestamp()
-        out.tokens.append(_Sample(r, at, tok.token))
-        tokens.append(_Held(cid, r, at, tok.token))
-    for seen, t in zip(h.tickets, raw):
-        at = seen.received_at.timestamp()
-        out.tickets.append(_Sample(r, at, seen.ticket))
-        out.ticket_lifetimes.append(seen.lifetime_s)
-        out.ticket_early.append(seen.max_early_data)
-        tickets.append(_Held(cid, r, at, t))
+def host_summaries(conn, run_id: int, every_s: float, targets) -> Iterator[tuple[tuple, HostTurnover]]:
+    """Per target of ``targets`` (ScanTargets: this process's, not another shard's) that made
+    a connection, one at a time (memory is one target's rows): ((rank, hostname, address,
+    port), observations)."""
+    seen = set()
+    for t in targets:
+        key = (t.hostname, t.address, t.port)
+        if key in seen:
+            continue
+        seen.add(key)
+        h = _host_turnover(conn, run_id, t.hostname, t.address, t.port, every_s)
+        if h.rounds or h.connections_ok or h.fresh_retry:
+            yield (t.rank, t.hostname, t.address, t.port), h

@@ -41,6 +41,9 @@ def _nameservers(ns: Optional[str]) -> Optional[list[str]]:
         ipaddress.ip_address(ns)
     except ValueError:
         raise UsageError(f"--nameserver: {ns!r} is not an IP address") from None
+    from netsurvey.etiquette import check_on_machine
+
+    check_on_machine("--nameserver", ns)
     return [ns]
 
 
@@ -166,6 +169,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             p = row[1]
             hostnames = tuple(Target(r, h) for r, h in p["hostnames"])
             plan = LbPlan(hostnames, p["port"], p["rounds"], p["interval"], tuple(p["nameservers"]) if p["nameservers"] else None)
+            from netsurvey.etiquette import check_on_machine
+
+            for ns in plan.nameservers or ():   # recorded where it was reachable; maybe not from here
+                check_on_machine(f"--resume {resume}: the run's --nameserver", ns)
             from netsurvey.clictx import state as st
             from netsurvey.etiquette import TargetPolicy, limiter_from_config
             from netsurvey.runctx import is_dry_run

@@ -42,44 +42,15 @@ rounds x the lifetime instead of one lifetime.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
+from netsurvey.agesearch import DueQueue, decided_index, default_slots, exhaustive_points, next_points  # noqa: F401
 from netsurvey.scanning import ScanStatus, ScanTarget
 
 from .results import ResumptionAttempt
 from .sessions import StoredSession
-
-
-def default_slots(n: int) -> int:
-    """Sessions per chain so that two rounds bracket any lifetime on a grid of n ages."""
-    return max(1, math.isqrt(max(n, 1) - 1) + 1)
-
-
-def next_points(lo: int, hi: int, slots: int) -> list[int]:
-    """Grid indices to try in the next round of a bracket (lo, hi): all open indices if at
-    most ``slots``, else ``slots`` indices spread over them, the largest being hi - 1."""
-    c = hi - lo - 1
-    if c <= 0:
-        return []
-    if c <= slots:
-        return list(range(lo + 1, hi))
-    return sorted({lo + -(-c * j // slots) for j in range(1, slots + 1)})
-
-
-def exhaustive_points(decided: set[int], n: int, slots: int) -> list[int]:
-    """--keep-going: the ``slots`` largest indices not yet decided."""
-    out = []
-    for k in range(n, 0, -1):
-        if k not in decided:
-            out.append(k)
-            if len(out) == slots:
-                break
-    return sorted(out)
 
 
 @dataclass(frozen=True)
@@ -155,14 +126,12 @@ class LifetimeScheduler:
         self.log = log
         self.tick = tick
         self.sem = asyncio.Semaphore(max(1, concurrency))
-        # attempts and initial handshakes in two heaps: a due attempt goes before any due
-        # handshake (its age is the measurement; a handshake only delays its host). One heap
+        # attempts and initial handshakes in two heaps (netsurvey.agesearch.DueQueue): a due
+        # attempt goes before any due handshake (its age is the measurement; a handshake only
+        # delays its host). One heap
         # made every attempt wait behind the thousands of handshakes a full window plans at
         # once whenever the machine handshook slower than planned: in the 10K rehearsal on a
         # loaded machine every attempt came minutes late, none resumed (issue 26).
-        self.heap: list = []          # attempts
-        self.eheap: list = []         # initial handshakes ("establish")
-        self.seq = itertools.count()
         self.wake = asyncio.Event()
         self.open_targets: dict[tuple, int] = {}     # (host, address) -> chains still open
         self.tasks: set = set()
@@ -174,8 +143,7 @@ class LifetimeScheduler:
         self.rounds_max = 0
         pdp = getattr(probe.limiter, "per_destination", None) if probe.limiter is not None else None
         #: seconds between two initial handshakes planned for one address
-        self.spacing = 1.0 / pdp if pdp else 0.0
-        self.next_slot: dict[str, float] = {}
+        self.q = DueQueue(pdp, self.window)
 
     # ------------------------------------------------------------------ bookkeeping
     def _age(self, k: int) -> float:
@@ -191,7 +159,7 @@ class LifetimeScheduler:
             del self._held_by_target[t]
 
     def _push(self, due: float, kind: str, c: Chain, k: int) -> None:
-        heapq.heappush(self.heap if kind == "attempt" else self.eheap, (due, next(self.seq), kind, c, k))
+        self.q.push(due, kind, (c, k))
         self.wake.set()
 
     def _chains(self, t: ScanTarget) -> list[tuple[str, str]]:
@@ -243,15 +211,7 @@ class LifetimeScheduler:
         # session's age, inherit the spacing)
         for k in sorted(pts, reverse=True):
             c.establishing += 1
-            self._push(self._slot(c.target.address), "establish", c, k)
-
-    def _slot(self, address: str) -> float:
-        now = time.monotonic()
-        due = max(now, self.next_slot.get(address, 0.0))
-        self.next_slot[address] = due + self.spacing
-        if len(self.next_slot) > 4 * self.window + 1000:
-            self.next_slot = {a: t for a, t in self.next_slot.items() if t > now}
-        return due
+            self._push(self.q.slot(c.target.address), "establish", c, k)
 
     def _why_done(self, c: Chain) -> str:
         if not self.o.stop_on_refusal:
@@ -334,11 +294,10 @@ class LifetimeScheduler:
         real_age = (time.monotonic() - h.completed_at) if r.completed_at is None else (
             r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)
         self.p._attempt(c.target, c.mechanism, c.version, round(real_age, 3), r, 0, h.key_name)
-        late = real_age - self._age(k) > self.o.step / 2
         if r.ok and r.resumed:
             # decided by the age actually reached: an attempt the loop or the limiter made late
             # still says the lifetime exceeds that age
-            j = min(self.n, int(real_age / self.o.step + 1e-9)) if late else k
+            j = decided_index(True, k, real_age, self.o.step, self.n)
             self.log(c, k, "resumed", None, f"decided-as:{j}" if j != k else None)
             c.decided.add(k)
             if j > c.lo:
@@ -347,7 +306,7 @@ class LifetimeScheduler:
                     for i in [i for i in c.pending if i <= j]:
                         self._drop(c, i)
         elif r.ok:
-            j = min(self.n + 1, math.ceil(real_age / self.o.step - 1e-9)) if late else k
+            j = decided_index(False, k, real_age, self.o.step, self.n)
             self.log(c, k, "refused", None, f"decided-as:{j}" if j != k else None)
             c.decided.add(k)
             if j < c.hi:
@@ -392,9 +351,8 @@ class LifetimeScheduler:
             if now - last_tick >= 1.0:
                 self.tick()
                 last_tick = now
-            while self.heap and (self.heap[0][3].finished or self.heap[0][4] not in self.heap[0][3].pending):
-                heapq.heappop(self.heap)        # dropped: nothing to send
-            if not self.heap and not self.eheap:
+            self.q.prune(lambda item: item[0].finished or item[1] not in item[0].pending)  # dropped
+            if not self.q:
                 if not more and not self.open_targets and not self.tasks:
                     break
                 if not self.tasks and self.open_targets:
@@ -405,19 +363,15 @@ class LifetimeScheduler:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            if self.heap and self.heap[0][0] <= now:
-                h = self.heap
-            elif self.eheap and self.eheap[0][0] <= now:
-                h = self.eheap
-            else:
-                due = min(x[0][0] for x in (self.heap, self.eheap) if x)
+            job = self.q.pop_due(now)
+            if job is None:
                 self.wake.clear()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), min(1.0, due - now))
+                    await asyncio.wait_for(self.wake.wait(), min(1.0, self.q.next_due() - now))
                 except asyncio.TimeoutError:
                     pass
                 continue
-            due, _, kind, c, k = heapq.heappop(h)
+            kind, (c, k) = job
             await self.sem.acquire()
             task = asyncio.ensure_future(self._run_job(kind, c, k))
             self.tasks.add(task)
@@ -456,8 +410,9 @@ def prior_state(conn, run_id: int) -> tuple[dict, int, list]:
         "SELECT p.origin_host, host(p.origin_address), p.mechanism, p.version, p.round, p.grid_index, p.due_at, "
         "p.session " + pending + " AND p.session IS NOT NULL", (run_id,)).fetchall()]
     lost = conn.execute(
+        # a lost attempt keeps the shard (vantage, round) that planned it: row_vantage reads shard_id
         "INSERT INTO tls_lifetime_event (run_id, origin_host, origin_address, mechanism, version, round, grid_index, "
-        "event, at) SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, p.grid_index, "
-        "'lost', %s " + pending + " AND p.session IS NULL",
+        "event, at, shard_id) SELECT p.run_id, p.origin_host, p.origin_address, p.mechanism, p.version, p.round, "
+        "p.grid_index, 'lost', %s, p.shard_id " + pending + " AND p.session IS NULL",
         (dt.datetime.now(dt.timezone.utc), run_id)).rowcount
     return out, lost, restored

@@ -15,7 +15,8 @@ from netsurvey.measure import measurement
 
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
            ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
-           ("lifetime_hint_s", "int8")]
+           ("lifetime_hint_s", "int8"), ("early_data_accepted", "bool"), ("attempts", "int4"), ("resumptions", "int4"),
+           ("connections", "int4")]
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -28,14 +29,20 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                               help="PEM trust anchors (default: $SSL_CERT_FILE if set)."),
         concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
         clients: List[str] = typer.Option(["gnutls-cli"], "--client",
-                                          help="gnutls-cli and/or testssl (testssl.sh -S: testbed addresses only; "
-                                               "repeatable)."),
+                                          help="gnutls-cli, testssl (testssl.sh -S) and/or sslyze (--resum --early_data; "
+                                               "its own venv, tools/sslyze/.venv); testssl and sslyze: testbed "
+                                               "addresses only (repeatable)."),
         testssl_timeout_s: float = typer.Option(240.0, "--testssl-timeout", help="Seconds one testssl.sh run may take."),
+        sslyze_timeout_s: float = typer.Option(120.0, "--sslyze-timeout",
+                                               help="Seconds one sslyze run may take (its ~25 connections are paced "
+                                                    "by the etiquette's rate limits)."),
         as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
     ) -> None:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
         session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`;
-        --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint."""
+        --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint;
+        --client sslyze adds sslyze's TLS 1.2 resumption (ID, ticket) and TLS 1.3 early-data
+        verdicts, each of its connections paced by the run's rate limiter."""
         from netsurvey.clictx import open_scan
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
@@ -44,10 +51,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .testssl import testbed_only, version as testssl_version
 
-        if not timeout_s > 0 or not testssl_timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
-            raise UsageError("--timeout/--testssl-timeout must be positive, --concurrency at least 1, --port 1..65535")
-        if not clients or set(clients) - {"gnutls-cli", "testssl"}:
-            raise UsageError(f"--client {' '.join(clients)!r}: expected gnutls-cli and/or testssl")
+        if not timeout_s > 0 or not testssl_timeout_s > 0 or not sslyze_timeout_s > 0 or concurrency < 1 \
+                or not 0 < port < 65536:
+            raise UsageError("--timeout/--testssl-timeout/--sslyze-timeout must be positive, --concurrency at least 1, "
+                             "--port 1..65535")
+        if not clients or set(clients) - {"gnutls-cli", "testssl", "sslyze"}:
+            raise UsageError(f"--client {' '.join(clients)!r}: expected gnutls-cli, testssl and/or sslyze")
         client = None
         if "gnutls-cli" in clients:
             client = shutil.which("gnutls-cli")
@@ -59,31 +68,38 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if exe is None:
                 raise UsageError("testssl not found (Debian testssl.sh; scripts/install.sh installs it)")
             others = (("testssl", exe, testssl_version(exe)),)
+        if "sslyze" in clients:
+            from . import sslyze
+
+            if not sslyze.available():
+                raise UsageError(f"sslyze not found ({sslyze.PYTHON}: its own venv, built by scripts/install.sh)")
+            others += (("sslyze", str(sslyze.PYTHON), sslyze.version()),)
         ca = ca_file or os.environ.get("SSL_CERT_FILE")
         if ca and not os.path.isfile(ca):
             raise UsageError(f"--ca-file {ca}: no such file")
         targets = [_target(t, port) for t in target]
         if others and not all(testbed_only(t.address) for t in targets):
-            raise UsageError("--client testssl runs only against testbed addresses (198.18.0.0/15, 2001:2::/48) "
-                             "and loopback: it makes ~100 connections per target")
+            raise UsageError(f"--client {others[0][0]} runs only against testbed addresses (198.18.0.0/15, 2001:2::/48) "
+                             "and loopback: testssl makes ~100 connections per target, sslyze ~25")
         ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s,
                                                "clients": list(clients)},
                         targets=targets, concurrency=concurrency)
         scanner = TlsSecondOpinionScanner()
         scanner.init(Options(timeout_s=timeout_s, ca_file=ca, client=client, others=others,
-                             testssl_timeout_s=testssl_timeout_s), ctx)
+                             testssl_timeout_s=testssl_timeout_s, sslyze_timeout_s=sslyze_timeout_s), ctx)
         version = _client_version(client) if client else others[0][2]
         with ResultWriter(ctx.db, "tls_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
             def write(o):
                 addr = ipaddress.ip_address(o.target.address) if o.target.address else None
                 if o.result is None:
                     w.write((ctx.run.id, o.target.hostname, addr, o.target.port, None, None, version,
-                             o.status.value, o.error, None, None))
+                             o.status.value, o.error, None, None, None, None, None, None))
                     return
                 for v in o.result.verdicts:
                     w.write((ctx.run.id, o.target.hostname, addr, o.target.port, v.version, v.mechanism,
                              v.client or version, "success" if v.has_verdict else "application-error", v.error,
-                             v.resumed, v.lifetime_hint_s))
+                             v.resumed, v.lifetime_hint_s, v.early_data_accepted, v.attempts, v.resumptions,
+                             v.connections))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
         ctx.run.finish("finished", counts)
         if as_json:

@@ -6,7 +6,9 @@ extension; gnutls-cli 3.7.9's ``--noticket`` is never read by src/cli.c).
 
 A further opinion (``--client testssl``): testssl.sh's server-defaults check, which
 reports ticket and "ID" resumption and the ticket lifetime hint at the TLS version it
-picks itself (testssl.py)."""
+picks itself (testssl.py). And ``--client sslyze``: sslyze's TLS 1.2 resumption (ID, ticket)
+and TLS 1.3 early-data verdicts (sslyze.py), every one of its connections paced by the
+run's limiter through a gate (sslyze_gate.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -30,10 +32,13 @@ class Options:
     timeout_s: float = 10.0
     ca_file: Optional[str] = None
     client: str = "gnutls-cli"
-    #: further clients: (kind, executable, version label); kind "testssl" (testssl.py)
+    #: further clients: (kind, executable, version label); kind "testssl" (testssl.py) or
+    #: "sslyze" (sslyze.py; the executable is the interpreter of sslyze's own venv)
     others: tuple[tuple[str, str, str], ...] = ()
     #: seconds one testssl.sh run may take (it makes ~100 connections)
     testssl_timeout_s: float = 240.0
+    #: seconds one sslyze run may take (~25 connections, each paced by the run's limiter)
+    sslyze_timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,18 @@ class Verdict:
     client: Optional[str] = None
     #: mechanism "lifetime-hint": the ticket lifetime (hint) the client reported, seconds
     lifetime_hint_s: Optional[int] = None
+    #: mechanism "early-data" (sslyze): the server accepted TLS 1.3 early data
+    early_data_accepted: Optional[bool] = None
+    #: sslyze: resumptions attempted and those that succeeded
+    attempts: Optional[int] = None
+    resumptions: Optional[int] = None
+    #: TCP connections the client opened for this target (sslyze: each granted through the
+    #: run's limiter); None where not counted
+    connections: Optional[int] = None
 
     @property
     def has_verdict(self) -> bool:
-        return self.resumed is not None or self.lifetime_hint_s is not None
+        return self.resumed is not None or self.lifetime_hint_s is not None or self.early_data_accepted is not None
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,9 @@ class TlsSecondOpinionScanner(Scanner):
                     await self.ctx.limiter.acquire(target.address)
                 first = False
                 verdicts += await self._testssl(target, exe, label)
+            elif kind == "sslyze":
+                verdicts += await self._sslyze(target, exe, label)
+                first = False
         ok = [v for v in verdicts if v.has_verdict]
         if not ok:
             return ScanOutcome(target, ScanStatus.APPLICATION_ERROR, Result(tuple(verdicts)), verdicts[0].error)
@@ -119,3 +135,32 @@ class TlsSecondOpinionScanner(Scanner):
             return [Verdict("ticket", None, None, error, client=label)]
         return [Verdict(mech, version, resumed, err, client=label, lifetime_hint_s=life)
                 for mech, version, resumed, life, err in rows]
+
+    async def _sslyze(self, t: ScanTarget, python: str, label: str) -> list[Verdict]:
+        """sslyze's verdicts; each of its connections waits for the run's limiter when it is
+        about to be opened (also the first: the token the run path took when this target
+        started is not handed on, as sslyze's start-up would let it age and the first two
+        connections would follow each other closer than the per-destination limit)."""
+        import ipaddress
+
+        from . import sslyze
+
+        want = (ipaddress.ip_address(t.address), t.port)
+
+        async def grant(address: str, port: int) -> bool:
+            try:
+                if (ipaddress.ip_address(address), port) != want:
+                    return False
+            except ValueError:
+                return False
+            if self.ctx.policy.reason_blocked(t.address):
+                return False
+            await self.ctx.limiter.acquire(t.address)
+            return True
+
+        rows, error, n = await sslyze.run(python, t.address, t.port, t.hostname, self.options.sslyze_timeout_s, grant)
+        if error is not None:
+            return [Verdict("ticket", None, None, error, client=label, connections=n)]
+        return [Verdict(mech, version, resumed, err, client=label, early_data_accepted=early, attempts=attempts,
+                        resumptions=ok, connections=n)
+                for mech, version, resumed, early, attempts, ok, err in rows]

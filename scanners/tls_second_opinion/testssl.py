@@ -79,10 +79,19 @@ def testbed_only(address: str) -> bool:
     return any(a in n for n in TESTBED_NETS)
 
 
+def _env() -> dict:
+    """testssl.sh's environment. NXCONNECT: its start-up probes of openssl's options connect
+    to ``invalid.:443`` by default, a DNS question to the system resolver on every run (22
+    of them seen, over the default route when resolv.conf names a testbed resolver outside
+    the testbed: session-31 adversary); 127.0.0.1:0 (testssl.sh's own choice on WSL) asks
+    nobody."""
+    return {**os.environ, "TERM": "dumb", "NXCONNECT": "127.0.0.1:0"}
+
+
 def version(exe: str) -> str:
     import subprocess
 
-    r = subprocess.run([exe, "--version"], capture_output=True, text=True, env={**os.environ, "TERM": "dumb"})
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, env=_env())
     m = re.search(r"testssl\S*\s+(\d+\.\d+(?:\.\d+)?)", r.stdout + r.stderr)
     return f"testssl {m.group(1)}" if m else "testssl"
 
@@ -141,7 +150,7 @@ async def run(exe: str, address: str, port: int, hostname: Optional[str], timeou
             p = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                      stdout=asyncio.subprocess.DEVNULL,
                                                      stderr=asyncio.subprocess.PIPE,
-                                                     env={**os.environ, "TERM": "dumb"})
+                                                     env=_env())
         except OSError as exc:
             return [], f"client: {exc.strerror or exc}"[:200]
         try:

@@ -1,0 +1,93 @@
+"""Retention of old runs: ``netsurvey db archive-run --run N --out DIR [--drop]``.
+
+The tables that grow with every campaign are partitioned by run (schema/0150_partition_by_run.sql,
+one partition per table and run in the schema ``run_partitions``). Archiving a run writes it with
+``netsurvey export`` (every table with a run_id, the target list, manifest.json with row counts
+and SHA-256 per file); with ``--drop`` the run's partitions are then dropped (their space is
+freed at once, no VACUUM) and its scan_run row deleted (cascading to the other result tables).
+docs/retention.md says when and how.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from .db import Database
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class RunPartition:
+    """One partition of one run: its parent table, its name, rows and size."""
+
+    table: str
+    partition: str
+    rows: int
+    size_bytes: int
+
+
+def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
+    """The partitions holding ``run_id``'s rows (parents listed in run_partitioned)."""
+    if conn.execute("SELECT to_regclass('run_partitioned') IS NULL").fetchone()[0]:
+        return []
+    out = []
+    for table, part, size in conn.execute(
+            """SELECT p.table_name, c.relname, pg_total_relation_size(c.oid)
+               FROM run_partitioned p
+               JOIN pg_inherits i ON i.inhparent = to_regclass(p.table_name)
+               JOIN pg_class c ON c.oid = i.inhrelid
+               WHERE c.relnamespace = 'run_partitions'::regnamespace AND c.relname = p.table_name || '_r' || %s
+               ORDER BY 1""", (str(run_id),)).fetchall():
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM run_partitions.{}").format(sql.Identifier(part))).fetchone()[0]
+        out.append(RunPartition(table, part, rows, size))
+    return out
+
+
+def drop_run(db: Database, run_id: int) -> list[RunPartition]:
+    """Drop ``run_id``'s partitions and delete its scan_run row (one transaction). Returns what
+    was dropped. A run still running is refused (UsageError)."""
+    with db.connect() as conn:
+        row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"--run: no scan_run with id {run_id}")
+        if row[0] == "running":
+            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
+        parts = run_partitions(conn, run_id)
+        for p in parts:
+            # DETACH first: the rows leave the parent at once, DROP then frees their files
+            conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION run_partitions.{}").format(
+                sql.Identifier(p.table), sql.Identifier(p.partition)))
+            conn.execute(sql.SQL("DROP TABLE run_partitions.{}").format(sql.Identifier(p.partition)))
+        conn.execute("DELETE FROM scan_run WHERE id = %s", (run_id,))
+        conn.commit()
+    return parts
+
+
+def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) -> tuple[dict, list[RunPartition]]:
+    """Export ``run_id`` into ``out_dir`` (``netsurvey export``) and, with ``drop``, drop it once
+    every file is written and its row count matches the database's. Returns the manifest and
+    the partitions dropped."""
+    from .export import FORMATS, export_run
+
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    with db.connect() as conn:
+        row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"--run: no scan_run with id {run_id}")
+        if drop and row[0] == "running":
+            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
+        before = {p.table: p.rows for p in run_partitions(conn, run_id)}
+    manifest = export_run(db, run_id, out_dir, fmt)
+    manifest.pop("_batches", None)
+    written = {f["table"]: f["rows"] for f in manifest["files"]}
+    short = [t for t, n in before.items() if written.get(t) != n]
+    if short:
+        raise UsageError(f"export of run {run_id} wrote other row counts than the partitions hold ({', '.join(short)}); "
+                         "nothing dropped")
+    return manifest, (drop_run(db, run_id) if drop else [])

@@ -1,0 +1,84 @@
+"""`netsurvey scan quic-second-opinion`: ngtcp2's client's verdicts on QUIC servers (issue 24)."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+from typing import List
+
+import typer
+
+from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+
+COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("client", "text"),
+           ("fact", "text"), ("value", "text"), ("status", "text"), ("error", "text")]
+
+
+def register(app: typer.Typer, scan_app: typer.Typer) -> None:
+    @measurement(scan_app, "quic-second-opinion", tables=("quic_second_opinion",))
+    def scan_quic_second_opinion(
+        target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
+        port: int = typer.Option(443, "--port", help="UDP port."),
+        timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds one client run (one connection) may take."),
+        concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
+    ) -> None:
+        """ngtcp2's own client (Debian ngtcp2-client, GnuTLS; not aioquic) as a second opinion
+        on `scan quic-discover` / `scan quic`: Version Negotiation, Retry, NEW_TOKEN count,
+        tickets, resumption and 0-RTT, three connections per target."""
+        from netsurvey.clictx import open_scan
+        from netsurvey.scanning import run_scan
+        from netsurvey.writer import ResultWriter
+
+        from .scanner import CLIENT, Options, QuicSecondOpinionScanner
+
+        if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
+            raise UsageError("--timeout must be positive, --concurrency at least 1, --port 1..65535")
+        if not os.access(CLIENT, os.X_OK):
+            raise UsageError(f"{CLIENT} not found (Debian ngtcp2-client; scripts/install.sh installs it)")
+        targets = [_target(t, port) for t in target]
+        ctx = open_scan("quic-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s},
+                        targets=targets, concurrency=concurrency)
+        scanner = QuicSecondOpinionScanner()
+        scanner.init(Options(timeout_s=timeout_s), ctx)
+        label = _client_version()
+        with ResultWriter(ctx.db, "quic_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
+            def write(o):
+                addr = ipaddress.ip_address(o.target.address) if o.target.address else None
+                if o.result is None:
+                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, label, None, None, o.status.value,
+                             o.error))
+                    return
+                for f in o.result.facts:
+                    w.write((ctx.run.id, o.target.hostname, addr, o.target.port, label, f.fact, f.value,
+                             "success" if f.value is not None else "application-error", f.error))
+            counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
+        ctx.run.finish("finished", counts)
+        if as_json:
+            print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        else:
+            print(f"quic-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _target(text: str, port: int):
+    from netsurvey.scanning import ScanTarget
+    from netsurvey.targets import normalize_hostname
+
+    host, sep, addr = text.partition("=")
+    try:
+        if not sep or not host.strip():
+            raise ValueError
+        name = normalize_hostname(host)   # it becomes the client's URI (SNI)
+        return ScanTarget(name, str(ipaddress.ip_address(addr.strip())), port)
+    except ValueError:
+        raise UsageError(f"--target {text!r}: expected HOST=ADDRESS (HOST a DNS name)") from None
+
+
+def _client_version() -> str:
+    import subprocess
+
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "ngtcp2-client"], capture_output=True, text=True)
+    v = r.stdout.strip().split("+")[0]
+    return f"ngtcp2-client {v}" if r.returncode == 0 and v else "ngtcp2-client"

@@ -1,0 +1,300 @@
+"""Session-31 adversary against the off-machine-route guard (tests/test_route_guard.py).
+
+Same ground: nsadv31-c's default routes lead into nsadv31-gw (a namespace of this test's, so
+a bypass never leaves the machine); a sniffer on nsadv31-c's veth sees what would have gone
+to a default gateway. Each case sent packets to testbed addresses there on the old code:
+
+* a policy rule (``to 198.18.77.0/24 lookup 100``, table 100 a default route) while table
+  main holds a specific route: tfo --cidr 4 SYNs, dns-ttl 2 questions (routes.py ignored rules);
+* resolv.conf naming a testbed resolver: every hostname scan (tfo, tls, quic, tfo-reuse,
+  handshake-timing, browser pageload) sent its DNS questions over the default route;
+* ``scan tfo-lb --resume`` of a run recorded with a testbed --nameserver: 8 questions;
+* routes for only .0 and .255 of a /24: ``--zmap`` sent 256 SYNs (only the two ends were checked);
+* ``browser track`` outside the testbed: 29 connections to testbed addresses (no check at all).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, needs_root
+
+pytestmark = [pytest.mark.timeout(300)]
+
+NS_C, NS_GW, DEV = "nsadv31-c", "nsadv31-gw", "av31c"
+RESOLV = Path("/etc/netns") / NS_C / "resolv.conf"   # `ip netns exec` mounts it over /etc/resolv.conf
+
+# a resolver in nsadv31-gw answering every *.test A/AAAA with 198.18.77.80 / 2001:2:0:77::80
+RESPONDER = r'''
+import socket, sys, dns.message, dns.rrset, dns.rdatatype
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((sys.argv[1], 53))
+print("ready", flush=True)
+while True:
+    d, peer = u.recvfrom(4096)
+    q = dns.message.from_wire(d); r = dns.message.make_response(q)
+    for qq in q.question:
+        if not qq.name.to_text().endswith(".test."):
+            r.set_rcode(3)
+        elif qq.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
+            r.answer.append(dns.rrset.from_text(qq.name, 60, "IN", dns.rdatatype.to_text(qq.rdtype),
+                            "198.18.77.80" if qq.rdtype == dns.rdatatype.A else "2001:2:0:77::80"))
+    u.sendto(r.to_wire(), peer)
+'''
+
+
+def _ip(*argv, ns=NS_C):
+    subprocess.run(["ip", "-n", ns, *argv], check=True, capture_output=True)
+
+
+@pytest.fixture
+def gw_pair():
+    """nsadv31-c: default routes into nsadv31-gw; a second veth pair (ax31a/ax31b) inside
+    nsadv31-c stands for an on-machine route (what is sent there stays in nsadv31-c)."""
+    for ns in (NS_C, NS_GW):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    RESOLV.unlink(missing_ok=True)
+    subprocess.run(["ip", "netns", "add", NS_C], check=True)
+    subprocess.run(["ip", "netns", "add", NS_GW], check=True)
+    try:
+        _ip("link", "add", DEV, "type", "veth", "peer", "name", "av31g", "netns", NS_GW)
+        _ip("link", "add", "ax31a", "type", "veth", "peer", "name", "ax31b")
+        for dev in ("lo", DEV, "ax31a", "ax31b"):
+            _ip("link", "set", dev, "up")
+        _ip("link", "set", "lo", "up", ns=NS_GW)
+        _ip("link", "set", "av31g", "up", ns=NS_GW)
+        _ip("addr", "add", "198.18.253.2/30", "dev", DEV)
+        _ip("addr", "add", "2001:2:0:fd::2/64", "dev", DEV, "nodad")
+        _ip("addr", "add", "198.18.253.1/30", "dev", "av31g", ns=NS_GW)
+        _ip("addr", "add", "2001:2:0:fd::1/64", "dev", "av31g", "nodad", ns=NS_GW)
+        _ip("route", "add", "default", "via", "198.18.253.1")
+        _ip("-6", "route", "add", "default", "via", "2001:2:0:fd::1")
+        _ip("route", "add", "local", "10.255.255.53/32", "dev", "lo", ns=NS_GW)
+        yield
+    finally:
+        RESOLV.unlink(missing_ok=True)
+        if RESOLV.parent.is_dir() and not any(RESOLV.parent.iterdir()):
+            RESOLV.parent.rmdir()
+        for ns in (NS_C, NS_GW):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture
+def responder(gw_pair):
+    """10.255.255.53 in nsadv31-gw answers *.test; nsadv31-c asks it (its resolv.conf)."""
+    RESOLV.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV.write_text("nameserver 10.255.255.53\n")
+    p = subprocess.Popen(["ip", "netns", "exec", NS_GW, sys.executable, "-c", RESPONDER, "10.255.255.53"],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    yield
+    p.kill()
+    p.wait()
+
+
+class Sniffer:
+    def __init__(self, out: Path):
+        self.out = out
+        self.p = subprocess.Popen(["ip", "netns", "exec", NS_C, sys.executable, str(REPO / "tests" / "sniffer.py"),
+                                   "--out", str(out), "--iface", DEV, "--seconds", "280"],
+                                  stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "ready"
+
+    def to_testbed(self) -> list[str]:
+        """Packets that left by the default route to a testbed address (not the link's own)."""
+        time.sleep(0.5)
+        self.p.terminate()
+        assert json.loads(self.p.communicate(timeout=10)[0].strip().splitlines()[-1])["kernel_drops"] == 0
+        pkts = [json.loads(ln) for ln in self.out.read_text().splitlines() if ln.strip()]
+        return [f"{p['proto']} {p['dst']}:{p.get('dport')}" for p in pkts
+                if p["dst"].startswith(("198.18.77.", "2001:2:0:77:"))]
+
+
+def _cli(db, *args, timeout=120):
+    env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    return subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-m", "netsurvey.cli", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _refused(r, words="default gateway"):
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+@needs_root()
+def test_policy_rule_to_a_default_route(gw_pair, db, tmp_path):
+    _ip("route", "add", "198.18.77.0/24", "dev", "ax31a")            # table main: on the machine
+    _ip("route", "add", "default", "via", "198.18.253.1", "table", "100")
+    _ip("rule", "add", "to", "198.18.77.0/24", "lookup", "100", "pref", "100")   # ... but this rule wins
+    sn = Sniffer(tmp_path / "p.jsonl")
+    tfo = _cli(db, "scan", "tfo", "--cidr", "198.18.77.80/30", "--cooldown", "0.3")
+    dns = _cli(db, "scan", "dns-ttl", "--name", "a.test", "--nameserver", "198.18.77.53", "--retries", "0",
+               "--timeout", "0.3")
+    assert sn.to_testbed() == []
+    assert tfo.returncode == 0 and "'blocked': 4" in tfo.stdout, tfo.stdout + tfo.stderr
+    _refused(dns)
+
+
+@needs_root()
+def test_resolv_conf_naming_a_testbed_resolver(gw_pair, db, tmp_path):
+    RESOLV.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV.write_text("nameserver 198.18.77.53\n")
+    (tmp_path / "l.csv").write_text("1,a.test\n2,b.test\n")
+    assert _cli(db, "targets", "import", "--list", "adv", str(tmp_path / "l.csv")).returncode == 0
+    sn = Sniffer(tmp_path / "p.jsonl")
+    runs = {argv[1]: _cli(db, *argv) for argv in (
+        ("scan", "tfo", "--list", "adv", "--cooldown", "0.3"),
+        ("scan", "tls", "--list", "adv", "--timeout", "1"),
+        ("scan", "quic", "--list", "adv", "--timeout", "1s"),
+        ("scan", "tfo-reuse", "--list", "adv", "--cooldown", "0.3"),
+        ("scan", "handshake-timing", "--list", "adv", "--samples", "1", "--timeout", "1"),
+        ("browser", "pageload", "--list", "adv", "--browsers", "1", "--page-timeout", "3"))}
+    assert sn.to_testbed() == []
+    for name, r in runs.items():
+        _refused(r, "resolv.conf nameserver 198.18.77.53")
+
+
+@needs_root()
+def test_tfo_lb_resume_checks_the_recorded_nameserver(gw_pair, db, tmp_path):
+    _ip("route", "add", "198.18.77.0/24", "dev", "ax31a")   # recorded where the resolver was routed
+    (tmp_path / "l.csv").write_text("1,a.test\n")
+    assert _cli(db, "targets", "import", "--list", "adv", str(tmp_path / "l.csv")).returncode == 0
+    first = _cli(db, "scan", "tfo-lb", "--list", "adv", "--rounds", "3", "--interval", "0", "--cooldown", "0.2",
+                 "--nameserver", "198.18.77.53", "--stop-after", "1", "--json")
+    assert first.returncode != 2, first.stderr
+    with db.connect() as conn:
+        (run_id,) = conn.execute("SELECT id FROM scan_run WHERE kind='tfo-lb'").fetchone()
+    _ip("route", "del", "198.18.77.0/24", "dev", "ax31a")   # resumed where it is not
+    sn = Sniffer(tmp_path / "p.jsonl")
+    r = _cli(db, "scan", "tfo-lb", "--resume", str(run_id))
+    assert sn.to_testbed() == []
+    _refused(r)
+
+
+@needs_root()
+def test_zmap_range_whose_ends_alone_are_routed(gw_pair, db, tmp_path):
+    _ip("route", "add", "198.18.77.0/32", "dev", "ax31a")
+    _ip("route", "add", "198.18.77.255/32", "dev", "ax31a")
+    sn = Sniffer(tmp_path / "p.jsonl")
+    tfo = _cli(db, "scan", "tfo", "--cidr", "198.18.77.0/24", "--zmap", "--cooldown", "0.3")
+    quic = _cli(db, "scan", "quic-discover", "--cidr", "198.18.77.0/24", "--zmap")
+    assert sn.to_testbed() == []
+    _refused(tfo)
+    _refused(quic)
+
+
+@needs_root()
+def test_browser_track_outside_the_testbed(responder, testbed, db, tmp_path):
+    """The testbed is up (its ground truth names the servers), but this namespace reaches
+    its addresses only by the default route; the resolver answers the track hosts."""
+    sn = Sniffer(tmp_path / "p.jsonl")
+    r = _cli(db, "browser", "track", "--test", "lifetime", "--wait", "1", timeout=200)
+    assert sn.to_testbed() == []
+    _refused(r)
+
+
+@needs_root()
+def test_atlas_api_host_over_the_default_route(responder, db, tmp_path, monkeypatch):
+    """The stand-in API (atlas.test, or an address of it) reached by the default route."""
+    monkeypatch.setenv("NETSURVEY_ATLAS_KEY", "adversary")
+    args = ("atlas", "run", "--probes", "country:DE", "--count", "1", "--server", "198.18.2.9",
+            "--zone", "dnstest.example.test", "--timeout", "5", "--poll", "1", "--no-server-ping", "--api-host")
+    sn = Sniffer(tmp_path / "p.jsonl")
+    try:
+        runs = [_cli(db, *args, host, timeout=45) for host in ("198.18.77.80", "atlas.test", "[::ffff:198.18.77.80]")]
+    finally:
+        sent = sn.to_testbed()
+    assert sent == []
+    for r in runs:
+        _refused(r)
+
+
+@needs_root()
+def test_database_at_a_testbed_address_over_the_default_route(gw_pair, tmp_path):
+    sn = Sniffer(tmp_path / "p.jsonl")
+    runs = []
+    for dsn in ("host=198.18.77.5 port=5432 user=x dbname=y connect_timeout=2",
+                "postgresql://x@[2001:2:0:77::5]:5432/y?connect_timeout=2"):
+        env = dict(os.environ, NETSURVEY_DSN=dsn, PYTHONPATH=str(REPO))
+        runs.append(subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-m", "netsurvey.cli", "runs"],
+                                   cwd=REPO, env=env, capture_output=True, text=True, timeout=60))
+    assert sn.to_testbed() == []
+    for r in runs:
+        _refused(r)
+
+
+@needs_root()
+def test_testssl_start_up_asks_no_resolver(gw_pair, db, tmp_path):
+    """testssl.sh probes openssl at start-up with '-connect invalid.:443': a DNS question each,
+    here to a testbed resolver by the default route (22 on the old code, and a hang)."""
+    RESOLV.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV.write_text("nameserver 198.18.77.53\n")
+    sn = Sniffer(tmp_path / "p.jsonl")
+    try:
+        r = _cli(db, "scan", "tls-second-opinion", "--target", "a.test=198.18.77.80", "--client", "testssl",
+                 "--testssl-timeout", "10", timeout=60)
+    finally:
+        sent = sn.to_testbed()
+    assert sent == []
+    assert r.returncode == 0 and "blocked 1" in r.stdout, r.stdout + r.stderr
+
+
+@needs_root()
+def test_browser_subresources_over_the_default_route(gw_pair, db, tmp_path):
+    """A page at a routed testbed address names subresources at unrouted ones: the policy
+    allows the page, and Chromium (past the policy) fetched 198.18.77.99 and 2001:2:0:77::99
+    by the default route on the old code."""
+    _ip("route", "add", "local", "198.18.77.0/24", "dev", "lo", ns=NS_GW)
+    _ip("route", "add", "198.18.77.80/32", "via", "198.18.253.1")
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text('<html><body><img src="http://198.18.77.99/a.png">'
+                                    '<img src="http://[2001:2:0:77::99]/b.png"></body></html>')
+    srv = subprocess.Popen(["ip", "netns", "exec", NS_GW, sys.executable, "-m", "http.server", "80", "--bind",
+                            "198.18.77.80", "--directory", str(www)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        sn = Sniffer(tmp_path / "p.jsonl")
+        try:
+            r = _cli(db, "browser", "pageload", "--url", "http://198.18.77.80/", "--browsers", "1",
+                     "--page-timeout", "20", timeout=150)
+        finally:
+            sent = [p for p in sn.to_testbed() if not p.endswith(("198.18.77.80:80",))]
+    finally:
+        srv.kill()
+        srv.wait()
+    assert sent == []
+    _refused(r)
+
+
+def test_rules_and_ranges_as_the_kernel_picks():
+    """routes.py without namespaces: rules in priority order, selectors it cannot judge."""
+    import ipaddress as ipa
+
+    from netsurvey.routes import STOCK_RULES, Route, RouteTable, Rule
+
+    n, a = ipa.ip_network, ipa.ip_address
+    routes = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"),
+              Route(n("198.18.77.0/24"), "unicast", "tb0", ""),
+              Route(n("0.0.0.0/0"), "unicast", "wg0", "", table="51820")]
+    # wg-quick: 'not fwmark lookup 51820' (may apply) before main -> counts as leaving
+    wg = {4: [Rule(0, "lookup", "local"), Rule(32764, "lookup", "main", suppress_prefixlen=0),
+              Rule(32765, "lookup", "51820", definite=False), *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
+    assert RouteTable(routes).via_default(a("198.18.77.5")) is False
+    assert RouteTable(routes, wg).via_default(a("198.18.77.5")) is False   # main's /24 is not suppressed
+    assert RouteTable(routes, wg).via_default(a("198.18.78.5")) is True
+    to_default = {4: [Rule(0, "lookup", "local"), Rule(100, "lookup", "51820", n("198.18.77.0/24")),
+                      *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
+    assert RouteTable(routes, to_default).via_default(a("198.18.77.5")) is True
+    assert RouteTable(routes, {4: [Rule(5, "goto", "")], 6: []}).via_default(a("198.18.77.5")) is True
+    ends = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"), Route(n("198.18.77.0/32"), "unicast", "tb0", ""),
+            Route(n("198.18.77.255/32"), "unicast", "tb0", "")]
+    assert RouteTable(ends).range_via_default(n("198.18.77.0/24")) is True
+    assert RouteTable(routes).range_via_default(n("198.18.77.0/24")) is False
+    assert RouteTable(routes).range_via_default(n("198.18.76.0/23")) is True
