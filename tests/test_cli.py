@@ -255,7 +255,7 @@ def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_pa
     assert status == "cancelled" and counts.get("blocked") == 2, counts
 
 
-def test_dry_run_of_a_streamed_list_is_counted_in_sql(db, tmp_path):
+def test_dry_run_of_a_streamed_list_is_counted_in_sql(db, tmp_path, routes_ns):
     """Issue 26: `scan dns-ttl --list` streams its names; the dry-run plan counts them in
     SQL, applies the block list to names that are address literals, and lists the first
     20 from the cursor (nothing resolved or contacted)."""
@@ -269,7 +269,7 @@ def test_dry_run_of_a_streamed_list_is_counted_in_sql(db, tmp_path):
     cfg = tmp_path / "block.toml"
     cfg.write_text('[etiquette]\nallow = ["198.18.0.0/15"]\nblock = ["198.18.2.21/32"]\n')
     r = run_cli("--config", str(cfg), "scan", "dns-ttl", "--list", "l", "--name", "extra.example.test",
-                "--nameserver", "198.18.1.53", "--dry-run", dsn=db.dsn)
+                "--nameserver", "198.18.1.53", "--dry-run", dsn=db.dsn, netns=routes_ns)
     assert r.returncode == 0, r.stderr
     assert "31 targets would be probed, 1 blocked by policy" in r.stdout, r.stdout
     lines = r.stdout.splitlines()
