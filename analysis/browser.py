@@ -12,10 +12,11 @@ def _tracking_runs(ctx: FigureContext) -> tuple[int, ...]:
     """The selected runs, else the latest finished browser-track run of every browser."""
     if ctx.runs:
         return ctx.run_ids("browser-track")
-    with ctx.db.connect() as conn:
+    with ctx.db.connect() as conn:   # per browser and link profile (issue 25: browser track --profile)
         rows = conn.execute(
             """SELECT max(r.id) FROM scan_run r JOIN browser_track_verdict v ON v.run_id = r.id
-               WHERE r.kind = 'browser-track' AND r.status = 'finished' GROUP BY v.browser""").fetchall()
+               WHERE r.kind = 'browser-track' AND r.status = 'finished'
+               GROUP BY v.browser, v.link_profile""").fetchall()
     runs = tuple(sorted(r[0] for r in rows))
     if not runs:
         return ctx.run_ids("browser-track")     # raises the usual "no finished run" error
@@ -50,34 +51,57 @@ def tracking_table(ctx: FigureContext) -> None:
     with ctx.db.connect() as conn:
         rows = conn.execute(
             """SELECT browser, browser_version, os, experiment, mechanism, longest_presented_wait_s,
-                      shortest_absent_wait_s, expected_max_s, verdict
+                      shortest_absent_wait_s, expected_max_s, verdict, link_profile, link_rtt_ms,
+                      measured_rtt_median_ms, measured_rtt_connections
                FROM browser_tracking_table WHERE run_id = ANY(%s)
-               ORDER BY browser, experiment, mechanism""", (list(runs),)).fetchall()
+               ORDER BY browser, link_profile NULLS FIRST, experiment, mechanism""", (list(runs),)).fetchall()
     header = ["browser", "version", "os", "experiment", "mechanism", "longest_presented_wait_s",
-              "shortest_absent_wait_s", "server_lifetime_s", "verdict"]
+              "shortest_absent_wait_s", "server_lifetime_s", "verdict", "link_profile", "link_rtt_ms",
+              "measured_rtt_median_ms", "measured_rtt_connections"]
     ctx.write_csv(header, rows)
     ctx.sample(len(rows), "verdicts")
     import matplotlib.pyplot as plt
 
-    cols = sorted({(r[0], r[1] or "?", r[2] or "") for r in rows})
+    def col(r) -> tuple:
+        return (r[0], r[1] or "?", r[2] or "", link_label(r[9], r[10], [x[11] for x in rows
+                                                                         if x[0] == r[0] and x[9] == r[9]]))
+    # per browser: the column without a delay line first, then one per profile
+    cols = sorted({col(r) for r in rows}, key=lambda c: (c[0], c[1], c[2], not c[3].startswith("shared"), c[3]))
     keys = sorted({(r[3], r[4]) for r in rows})
     life = {(r[3], r[4]): r[7] for r in rows}
-    cell = {((r[0], r[1] or "?", r[2] or ""), r[3], r[4]): _cell(r[8], r[5], r[6]) for r in rows}
+    cell = {(col(r), r[3], r[4]): _cell(r[8], r[5], r[6]) for r in rows}
     table = [[e, m, "-" if life.get((e, m)) is None else f"{life[(e, m)]:g}"]
              + [cell.get((c, e, m), "") for c in cols] for e, m in keys]
     fig, ax = plt.subplots(figsize=(3.5 + 2.2 * max(1, len(cols)), 0.6 + 0.28 * max(1, len(table))))
     ax.axis("off")
     if table:
         t = ax.table(cellText=table, colLabels=["experiment", "mechanism", "server lifetime [s]"]
-                     + [f"{b} {v}" for b, v, _ in cols], loc="center", cellLoc="left")
+                     + [f"{b} {v}\n{lk}" for b, v, _, lk in cols], loc="center", cellLoc="left")
         t.auto_set_font_size(False)
         t.set_fontsize(7)
         t.auto_set_column_width(list(range(3 + len(cols))))
+        for j in range(3 + len(cols)):   # two-line headers (browser, then its link)
+            t[0, j].set_height(t[0, j].get_height() * 2)
     oses = sorted({c[2] for c in cols})
-    ax.set_title("Tracking via TLS / QUIC / TFO state; OS: " + "; ".join(oses), fontsize=8)
+    ax.set_title("Tracking via TLS / QUIC / TFO state; OS: " + "; ".join(oses)
+                 + "\nlink: the delay line's profile and the TCP round trip the servers measured", fontsize=8)
     ctx.save(fig)
     plt.close(fig)
-    _thesis_tables(ctx, rows)
+    # the thesis's tables: per browser the verdicts without a delay line when there are any
+    # (the thesis measured without added delay), else those under a profile (labelled there)
+    plain = {r[0] for r in rows if r[9] is None}
+    _thesis_tables(ctx, [r for r in rows if r[9] is None or r[0] not in plain])
+
+
+def link_label(profile, rtt_ms, measured_ms: list) -> str:
+    """Which delay a tracking column's observations had: no delay line, or the delay line's
+    profile with its RTT and the range of the experiments' median server-side RTTs."""
+    got = [m for m in measured_ms if m is not None]
+    seen = (f"servers saw {min(got):.1f} ms" if len(set(round(m, 1) for m in got)) <= 1
+            else f"servers saw {min(got):.1f}-{max(got):.1f} ms") if got else "no TCP RTT observed"
+    if profile is None:
+        return f"shared vantage, no delay line ({seen})"
+    return f"{profile} ({rtt_ms or 0:g} ms RTT; {seen})"
 
 
 # The thesis's values for the engines it shares with us (Sy 2019, /work/shared/seeds/
@@ -220,6 +244,7 @@ def _thesis_tables(ctx: FigureContext, verdicts: list) -> None:
     for b, v in ours:
         cols[b] = v
     vcell = {(r[0], r[3], r[4]): (r[8], r[5], r[6]) for r in verdicts}
+    prof = {r[0]: r[9] for r in verdicts if len(r) > 9 and r[9] is not None}   # delay profile of the verdicts
     lcell = {(r[1], r[3]): r for r in life}
     detail = {}
     with ctx.db.connect() as conn:
@@ -231,7 +256,8 @@ def _thesis_tables(ctx: FigureContext, verdicts: list) -> None:
     out_rows = []
     for table, rows in ROWS.items():
         thesis_cols = THESIS[table]
-        header = ["row"] + [f"{b} {v} (ours)" for b, v in cols.items()] + list(thesis_cols)
+        header = ["row"] + [f"{b} {v} (ours{', under ' + prof[b] if prof.get(b) else ''})" for b, v in cols.items()] \
+            + list(thesis_cols)
         body = []
         for row in rows:
             cells = []

@@ -182,6 +182,11 @@ def latex_table(header: Sequence[str], rows) -> str:
     return "\n".join(lines)
 
 
+#: namespaces of the testbeds: the shared one (nstb-), the timing testbed and the tracking
+#: vantage (nstt-), the zoos' own (nstz-, nstq-, nstd-); a run from any of them is a testbed run
+TESTBED_NETNS_PREFIXES = ("nstb-", "nstt-", "nstz-", "nstq-", "nstd-")
+
+
 def run_provenance(db: Database, runs) -> list[dict]:
     """Per run: kind, dates, vantage and whether it ran in the testbed or on the Internet."""
     with db.connect() as conn:
@@ -195,7 +200,7 @@ def run_provenance(db: Database, runs) -> list[dict]:
         out.append({"run": rid, "kind": kind, "status": status,
                     "started_at": started.isoformat() if started else None,
                     "finished_at": finished.isoformat() if finished else None,
-                    "where": "testbed" if netns and str(netns).startswith("nstb") else
+                    "where": "testbed" if netns and str(netns).startswith(TESTBED_NETNS_PREFIXES) else
                              ("Internet" if vantage else "unknown"),
                     "netns": netns, "host": vantage.get("host"),
                     "list": (params or {}).get("list") if isinstance(params, dict) else None,

@@ -131,6 +131,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
         wait: List[float] = typer.Option([6.0], "--wait", help="Seconds between the contexts (repeatable; "
                                          "> the servers' 5 s keep-alive so connections are new)."),
+        profile: Optional[str] = typer.Option(None, "--profile", help="Run behind the tracking vantage's delay "
+                                              "line with this link profile ([[profile]] of config/testbed.toml, "
+                                              "e.g. lte, cable; none = through the line without delay)."),
         as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
     ) -> None:
         """Tracking-period probes: does the browser present an earlier context's TLS state?"""
@@ -148,15 +151,27 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if any(not w >= 0 or w == float("inf") for w in wait):
             raise UsageError("--wait must be a finite number of seconds, not negative")
         wait = list(dict.fromkeys(wait))   # a wait given twice is measured once (rows are keyed by it)
+        from netsurvey import runctx
+
+        if profile is not None and runctx.current_shard() is not None:
+            raise UsageError("--profile runs inline only (one delay line: no --shards / --procs)")
+        if profile is not None and not runctx.is_dry_run():   # run again in the tracking vantage, under it
+            raise typer.Exit(_track_behind_line(profile, browser, names, wait, as_json))
         truth = _ground_truth()
         exps = experiments(truth)
         qexps = quic_experiments(truth)
-        ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait)},
-                        packages=("selenium",))
+        link, link_ns = _track_link()
+        if profile is not None:   # a dry run: the profile it would run under (nothing is brought up)
+            _check_profile(profile)
+            link = {"link_profile": profile}
+        ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait), **link},
+                        **({"namespace": link_ns} if link_ns else {}), packages=("selenium",))
         watch = {p.address for n in names if n in exps for p in exps[n].probes}
         if "cross-app" in names:
             watch |= tfo_addresses(truth)
-        obs = ObserverProcess(watch) if watch else None
+        # behind the delay line the browser has addresses of its own: other scanners of the
+        # shared vantage (198.18.0.1) never pass for it, whatever their ClientHello looks like
+        obs = ObserverProcess(watch, clients=_track_addresses() if link_ns else None) if watch else None
         conn = ctx.db.connect()
         osd = os_description()
         verdicts = []
@@ -179,10 +194,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         for v in vs:
                             conn.execute(
                                 "INSERT INTO browser_track_verdict (run_id, browser, browser_version, os, experiment,"
-                                " mechanism, wait_s, expected_max_s, presented, accepted, verdict, detail)"
-                                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                                " mechanism, wait_s, expected_max_s, presented, accepted, verdict, detail,"
+                                " link_profile, link_rtt_ms)"
+                                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                                 (ctx.run.id, browser, version, osd, v.experiment, v.mechanism, v.wait_s,
-                                 v.expected_max_s, v.presented, v.accepted, v.verdict, v.detail))
+                                 v.expected_max_s, v.presented, v.accepted, v.verdict, v.detail,
+                                 link.get("link_profile"), link.get("link_rtt_ms")))
                     verdicts += [(version, v) for v in vs]
                     if not as_json:
                         for v in vs:
@@ -194,10 +211,14 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if obs is not None:
                 obs.close()
             conn.close()
+        if link and _track_link()[0].get("link_profile") != link["link_profile"]:
+            ctx.run.finish("failed", {"error": "the tracking vantage's profile changed during the run"})
+            raise UsageError("the tracking vantage's link profile changed during the run (another "
+                             "`browser track --profile` at the same time?): run failed")
         ctx.run.finish("finished", {"verdicts": len(verdicts),
                                     "viable": sum(v.verdict == "viable" for _, v in verdicts)})
         if as_json:
-            print(json.dumps({"run_id": ctx.run.id, "verdicts": [
+            print(json.dumps({"run_id": ctx.run.id, **link, "verdicts": [
                 dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
                      presented=v.presented, accepted=v.accepted, verdict=v.verdict, detail=v.detail)
                 for ver, v in verdicts]}))
@@ -326,6 +347,91 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                       f"revisit {r[6]:.1f} ms, saved {r[7]:.1f} ms"
                       + (f" ({r[8]:.2f} RTT)" if r[8] is not None else ""))
             print(f"run {ctx.run.id}: link profile {link['link_profile']} ({link['link_rtt_ms']} ms RTT)")
+
+
+def _track_link() -> tuple[dict, Optional[str]]:
+    """The tracking vantage's link profile (name, RTT, ...) as its delay line reports it and its
+    namespace, when this runs there (``browser track --profile P`` re-runs itself there); else
+    ({}, None): the shared vantage, no delay line."""
+    from testbed import trackline
+
+    cfg = _testbed_cfg()
+    if not trackline.in_track_vantage(cfg):
+        return {}, None
+    a = trackline.delay_line_applied() or {}
+    return ({"link_profile": a.get("name"), "link_rtt_ms": a.get("rtt_ms"), "link_jitter_ms": a.get("jitter_ms"),
+             "link_loss_pct": a.get("loss_pct"), "link_rate_kbit": a.get("rate_kbit")}, trackline.netns_name(cfg))
+
+
+def _testbed_cfg():
+    """The running testbed's config (it may be another checkout's), else this checkout's."""
+    from testbed.manager import State
+    from testbed.model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+
+    st = State.load()
+    return load_testbed_config(Path(st.config_path) if st and st.config_path else DEFAULT_TESTBED_CONFIG)
+
+
+def _track_addresses() -> set[str]:
+    t = _testbed_cfg().timing
+    return {t.track_v4, str(ipaddress.ip_address(t.track_v6))}
+
+
+def _check_profile(profile: str):
+    """The testbed config if ``profile`` is one of its [[profile]]s, else UsageError."""
+    cfg = _testbed_cfg()
+    known = [p.name for p in cfg.profiles]
+    if profile not in known:
+        raise UsageError(f"--profile: no such profile {profile!r} (known: {', '.join(known)})")
+    return cfg
+
+
+def _track_behind_line(profile: str, browser: str, names: list[str], wait: list[float], as_json: bool) -> int:
+    """``browser track --profile P``: bring up the tracking vantage (testbed/trackline.py), switch
+    its delay line to P, run ``browser track`` there (same arguments), switch back to 'none'.
+    Returns the inner command's exit code; its output passes through."""
+    import os
+    import subprocess
+
+    from testbed import trackline
+    from testbed.manager import State
+    from testbed.model import ProfileError
+    from testbed.profiles import TRACK, apply
+
+    cfg = _check_profile(profile)
+    st = State.load()
+    if not st or not st.complete:
+        raise UsageError("the testbed is not up ('netsurvey testbed up')")
+    if trackline.in_track_vantage(cfg):
+        raise UsageError("--profile: already in the tracking vantage (run browser track without --profile here)")
+    if os.geteuid() != 0:
+        raise UsageError("--profile needs root (the tracking vantage's namespace and delay line)")
+    try:
+        trackline.up(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
+        apply(cfg, profile, [TRACK])
+    except (ProfileError, RuntimeError) as exc:
+        raise UsageError(f"--profile {profile}: {exc}") from None
+    import netsurvey
+
+    repo = Path(netsurvey.__file__).resolve().parent.parent
+    from netsurvey.clictx import state
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), *filter(None, [env.get("PYTHONPATH")])])
+    if state.dsn:   # the global options, for the command run again
+        env["NETSURVEY_DSN"] = state.dsn
+    if state.config_path:
+        env["NETSURVEY_CONFIG"] = str(Path(state.config_path).resolve())
+    argv = ["ip", "netns", "exec", trackline.netns_name(cfg), sys.executable, "-m", "netsurvey.cli", "browser",
+            "track", "--browser", browser, *[a for n in names for a in ("--test", n)],
+            *[a for w in wait for a in ("--wait", repr(w))], *(["--json"] if as_json else [])]
+    try:
+        return subprocess.run(argv, env=env).returncode
+    finally:
+        try:
+            apply(cfg, "none", [TRACK])
+        except (ProfileError, RuntimeError) as exc:
+            print(f"browser track: could not switch the tracking vantage back to none: {exc}", file=sys.stderr)
 
 
 def _policy():
@@ -465,14 +571,14 @@ def _store_connections(conn, run_id: int, experiment: str, step: str, recs: list
                 "INSERT INTO browser_track_connection (run_id, experiment, step, observed_at, transport, server_name,"
                 " server_address, client_port, tfo_cookie, tls_session_id, tls_ticket, tls13_psk_identities,"
                 " tls13_psk_identity, server_version, server_session_id, server_accepted_psk, issued_ticket,"
-                " issued_ticket_lifetime_s, client_app, client_fingerprint, issued_tfo_cookie)"
-                " VALUES (%s,%s,%s,%s,'tcp',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                " issued_ticket_lifetime_s, client_app, client_fingerprint, issued_tfo_cookie, handshake_rtt_ms)"
+                " VALUES (%s,%s,%s,%s,'tcp',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (run_id, experiment, step, dt.datetime.fromtimestamp(r["ts"], dt.timezone.utc), r.get("sni"),
                  r["server"], r["client_port"], b(r.get("tfo_cookie")), b(r.get("session_id")), b(r.get("ticket")),
                  r.get("psk_identities"), b(r.get("psk_identity")), r.get("server_version"),
                  b(r.get("server_session_id")), r.get("server_accepted_psk"), b(r.get("issued_ticket")),
                  r.get("issued_ticket_lifetime_s"), r.get("client_app", app), r.get("fingerprint"),
-                 b(r.get("issued_tfo_cookie"))))
+                 b(r.get("issued_tfo_cookie")), r.get("handshake_rtt_ms")))
 
 
 def demo_steps():

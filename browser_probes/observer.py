@@ -7,7 +7,11 @@ connection to the watched addresses and prints one JSON line per connection:
 * the ClientHello: SNI, legacy session ID, SessionTicket extension, TLS 1.3
   pre_shared_key identities;
 * the server's cleartext flight: ServerHello (version, session ID, selected PSK) and, for
-  TLS 1.2, the NewSessionTicket (ticket and lifetime hint).
+  TLS 1.2, the NewSessionTicket (ticket and lifetime hint);
+* ``handshake_rtt_ms``: the round trip seen from the server, the kernel's capture time of the
+  server's SYN-ACK to that of the client's next segment (the ACK, or data): the path's RTT
+  as the server side observes it, whatever the client's profile claims (issue 25: the
+  delay a tracking experiment ran under, observed from outside the client).
 
 Run (root): ``ip netns exec nstb-web python3 -m browser_probes.observer --address 198.18.2.60``.
 Prints ``READY`` once capturing. Lines are flushed ``--linger`` seconds after the
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 ETH_P_ALL = 0x0003
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux; no constant in Python 3.11
 MAX_STREAM = 65536
 
 
@@ -179,6 +184,8 @@ class _Flow:
     s_data: dict = field(default_factory=dict)
     hello_at: Optional[float] = None
     done: bool = False
+    synack_at: Optional[float] = None   # kernel capture time of the server's first SYN-ACK
+    ack_at: Optional[float] = None      # ... of the client's first segment after it
 
 
 def _assemble(chunks: dict) -> bytes:
@@ -200,9 +207,13 @@ class Observer:
         self.addresses, self.port, self.linger = addresses, port, linger
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        # kernel capture timestamps: a batch of packets read after select() would otherwise
+        # share one userspace time, and the handshake RTT (below) needs each packet's own
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.flows: dict[tuple, _Flow] = {}
 
-    def _packet(self, pkt: bytes, outgoing: bool) -> None:
+    def _packet(self, pkt: bytes, outgoing: bool, at: Optional[float] = None) -> None:
+        at = time.time() if at is None else at
         if len(pkt) < 14 + 20:
             return
         et = pkt[12:14]
@@ -248,7 +259,11 @@ class Observer:
             return
         if f is None or f.done:
             return
+        if not syn and to_server and f.synack_at is not None and f.ack_at is None:
+            f.ack_at = at
         if syn and not to_server:
+            if f.synack_at is None:
+                f.synack_at = at
             f.s_isn = seq
             c = parse_tcp_options(tcp[20:off])
             f.issued_tfo_cookie = c.hex() if c else None
@@ -275,7 +290,9 @@ class Observer:
         if not (s_end or force):
             return None
         rec = {"ts": f.hello_at, "server": f.server, "client": f.client, "client_port": f.cport,
-               "tfo_cookie": f.tfo_cookie, "issued_tfo_cookie": f.issued_tfo_cookie}
+               "tfo_cookie": f.tfo_cookie, "issued_tfo_cookie": f.issued_tfo_cookie,
+               "handshake_rtt_ms": None if f.synack_at is None or f.ack_at is None
+               else round((f.ack_at - f.synack_at) * 1000, 3)}
         try:
             rec.update(parse_client_hello(cmsgs[0][1]))
             rec.update(parse_server_flight(_handshake_messages(srec)))
@@ -288,10 +305,15 @@ class Observer:
         r, _, _ = select.select([self.sock], [], [], timeout)
         while r:
             try:
-                pkt, addr = self.sock.recvfrom(262144, socket.MSG_DONTWAIT)
+                pkt, anc, _, addr = self.sock.recvmsg(262144, socket.CMSG_SPACE(16), socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
-            self._packet(pkt, addr[2] == socket.PACKET_OUTGOING)
+            at = None
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                    sec, nsec = struct.unpack("qq", data[:16])
+                    at = sec + nsec / 1e9
+            self._packet(pkt, addr[2] == socket.PACKET_OUTGOING, at)
         now = time.time()
         for key, f in list(self.flows.items()):
             if f.done:

@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 from .drivers import NO_HTTP3, BrowserOptions, start_browser
 from .owner import SocketOwners
-from .tracking import Verdict, _close_tab, _service_pid
+from .tracking import Verdict, _close_tab, _service_pid, uncached
 
 QUIC_STATE = Path("/run/netsurvey/testbed/quic")
 
@@ -130,7 +130,7 @@ def run_quic_experiment(exp: str, probe: QuicProbe, browser: str, wait_s: float,
         version = b.version
         off0 = log.stat().st_size
         try:
-            b.driver.get(f"https://{probe.host}/")
+            b.driver.get(uncached(f"https://{probe.host}/"))
         except Exception as exc:    # e.g. no HTTP/3: the fallback to TCP finds nothing listening
             msg = str(exc).splitlines()[0][:160]
             return [Verdict(exp, m, wait_s, lt, None, None, "n/a", f"no HTTP/3 page load: {msg}")
@@ -140,7 +140,7 @@ def run_quic_experiment(exp: str, probe: QuicProbe, browser: str, wait_s: float,
         _close_tab(b)
         off1 = log.stat().st_size
         time.sleep(wait_s)
-        b.driver.get(f"https://{probe.host}/")
+        b.driver.get(uncached(f"https://{probe.host}/"))
         time.sleep(0.5)
         off2 = log.stat().st_size
     finally:

@@ -100,7 +100,10 @@ def experiments(truth: dict) -> dict[str, Experiment]:
 class ObserverProcess:
     """The observer running in the web namespace; collects its JSON lines in a thread."""
 
-    def __init__(self, addresses: set[str]):
+    def __init__(self, addresses: set[str], clients: Optional[set[str]] = None):
+        """``clients``: keep only connections from these client addresses (the tracking
+        vantage's own, behind the delay line: nothing else uses them), else every client."""
+        self.clients = clients
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", WEB_NETNS, sys.executable, "-m", "browser_probes.observer", "--linger", "1.0",
@@ -126,7 +129,8 @@ class ObserverProcess:
 
     def since(self, t0: float, t1: float) -> list[dict]:
         with self._lock:
-            return [r for r in self.records if t0 <= r["ts"] < t1]
+            return [r for r in self.records if t0 <= r["ts"] < t1
+                    and (self.clients is None or r.get("client") in self.clients)]
 
     def close(self) -> None:
         self.proc.terminate()
@@ -174,6 +178,9 @@ def judge(exp: str, probe: Probe, wait_s: float, first: list[dict], second: list
     if not c1:
         return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
                        f"no connection to {probe.first_host} in context 1")
+    if not c2:   # nothing could be presented: no evidence either way (not 'blocked')
+        return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
+                       f"inconclusive: no connection to {probe.second_host} in context 2")
     if not issued:
         return Verdict(exp, m, wait_s, probe.expected_max_s, None, None, "n/a",
                        f"server issued no {m} in context 1 ({len(c1)} connections)")
@@ -213,9 +220,19 @@ def browser_version(browser: str) -> str:
     return m.group(0) if m else "?"
 
 
+def uncached(url: str) -> str:
+    """``url`` with a fresh nonce in its query: the browser must fetch it from the server.
+    Without one, Firefox served a revisit from its HTTP cache and opened no connection at all
+    (issue 25: Firefox under lte, tls12.track.test, 3 of 4 runs: "0 connections in context 2",
+    no request in nginx's log), which said nothing about its TLS state."""
+    import uuid
+
+    return f"{url}{'&' if '?' in url else '?'}nstrack={uuid.uuid4().hex[:12]}"
+
+
 def _visit_all(b: Browser, urls: tuple[str, ...]) -> None:
     for u in urls:
-        b.driver.get(u)
+        b.driver.get(uncached(u))
 
 
 def _close_tab(b: Browser) -> None:

@@ -92,9 +92,9 @@ def exec_(cmd: List[str] = typer.Argument(..., help="Command to run in the vanta
 @testbed_app.command("profile")
 def profile_cmd(name: str = typer.Argument(..., help="Profile name ([[profile]] in the testbed config)."),
                 host_class: List[str] = typer.Option(..., "--class", help="Host class: a namespace name of the "
-                                                     "testbed, or 'timing' (repeatable)."),
+                                                     "testbed, 'timing', or 'track' (the tracking vantage; repeatable)."),
                 config: Optional[Path] = _CONFIG_OPT) -> None:
-    """Switch host classes' links to a delay profile (netem/tbf; the delay line for 'timing')."""
+    """Switch host classes' links to a delay profile (netem/tbf; the delay line for 'timing' and 'track')."""
     from .profiles import ProfileError, apply
 
     tb = _testbed(config, use_running=False)
@@ -126,10 +126,13 @@ def timing_up(config: Optional[Path] = _CONFIG_OPT) -> None:
 
 @timing_app.command("down")
 def timing_down(config: Optional[Path] = _CONFIG_OPT) -> None:
-    """Stop the timing testbed and remove its namespaces (the shared testbed is untouched)."""
-    from . import timing
+    """Stop the timing testbed and the tracking vantage, remove their namespaces (the shared
+    testbed is untouched but for the tracking vantage's TUN peer in its vantage)."""
+    from . import timing, trackline
 
-    timing.down(_testbed(config, use_running=False).cfg, log=lambda m: err.print(m))
+    cfg = _testbed(config, use_running=False).cfg
+    trackline.down(cfg, log=lambda m: err.print(m))
+    timing.down(cfg, log=lambda m: err.print(m))
 
 
 @timing_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

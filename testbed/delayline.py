@@ -30,6 +30,7 @@ import signal
 import struct
 import threading
 import time
+from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA
@@ -135,6 +136,45 @@ class Profile:
         os.rename(tmp, self.applied)
 
 
+# -- the owner's side (testbed/timing.py, testbed/trackline.py) ---------------------------
+def wait_started(applied: Path, pid: int, timeout: float = 5.0) -> None:
+    """Wait until the delay line ``pid`` reports itself in its applied file."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if json.loads(applied.read_text()).get("pid") == pid:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("the delay line did not start (see its log)")
+
+
+def hand_profile(d: Path, pid: int, profile: dict) -> None:
+    """Write ``profile`` (a [[profile]] as a dict) to ``d/profile.json`` of the delay line
+    ``pid`` and wait until its ``d/applied.json`` reports it."""
+    (d / "profile.json.tmp").write_text(json.dumps(profile))
+    (d / "profile.json.tmp").rename(d / "profile.json")
+
+    def now_applied() -> dict:
+        try:
+            return json.loads((d / "applied.json").read_text())
+        except (OSError, ValueError):
+            return {}
+    before = now_applied().get("applied_at", 0)
+    deadline = time.time() + 5
+    next_hup = 0.0
+    while time.time() < deadline:
+        if time.time() >= next_hup:  # again after 0.5 s: a SIGHUP during its start-up may be lost
+            os.kill(pid, signal.SIGHUP)
+            next_hup = time.time() + 0.5
+        now = now_applied()
+        if now.get("applied_at", 0) > before and now.get("name") == profile.get("name"):
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the delay line did not confirm the profile")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--a", required=True, help="NETNS:DEV of one end")
@@ -165,10 +205,13 @@ def main() -> None:
         for fd, _ in events:
             try:
                 pkt = os.read(fd, 65536)
-            except BlockingIOError:
+            except (BlockingIOError, InterruptedError):
                 continue
-            except OSError:
-                continue
+            except OSError as exc:   # the device is gone (its namespace was deleted): polling
+                # it again would spin; end, so the owner sees the line down and rebuilds it
+                print(f"delayline: reading fd {fd}: {exc}; ending", flush=True)
+                stop.append(1)
+                break
             lines[fd].push(pkt)
 
 

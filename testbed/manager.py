@@ -367,6 +367,8 @@ class Testbed:
         from . import profiles, timing  # link profiles and the timing testbed (issue 25)
         truth["profiles"] = profiles.ground_truth(cfg)
         truth["timing"] = timing.status(cfg)
+        from . import trackline  # the tracking vantage behind its delay line (issue 25, item 4)
+        truth["track"] = trackline.status(cfg)
         from . import zoo_dns  # the DNS zoo (issue 24), a testbed of its own
         truth["zoo_dns"] = zoo_dns.status()
         from . import zoo2  # TLS zoo 2 (issue 24): a testbed of its own
@@ -414,9 +416,10 @@ class Testbed:
 def down(log=print) -> dict:
     """Remove every process, namespace and veth the testbed made (also after a crash).
     Returns counts of what was removed."""
-    from . import timing, zoo_dns, zoo_quic  # their processes are not in state.json (issues 25, 24)
+    from . import timing, trackline, zoo_dns, zoo_quic  # their processes are not in state.json (issues 25, 24)
 
     with _exclusive():
+        trackline.down(log=lambda *_: None)   # the tracking vantage (its peer TUN is in our vantage)
         timing.down(log=lambda *_: None)
         zoo_dns.down(log=lambda *_: None)
         zoo_quic.down(log=lambda *_: None)

@@ -230,10 +230,16 @@ class Timing(_M):
     tfo_key: str = "d0d0d0d0-d1d1d1d1-d2d2d2d2-d3d3d3d3"
     session_timeout: int = 600   # s: nginx ssl_session_timeout and ticket lifetime hint
     max_early_data_bytes: int = 16384
+    #: The tracking vantage (issue 25, item 4; testbed/trackline.py): namespace nstt-<track_ns>
+    #: behind a second delay line into the shared testbed's vantage, so `browser track --profile
+    #: P` reaches the shared *.track.test hosts with profile P's round trip (host class 'track').
+    track_ns: str = Field("track", pattern=r"^[a-z][a-z0-9]{0,9}$")
+    track_v4: str = "198.18.251.1"
+    track_v6: str = "2001:2:0:251::1"
 
     @model_validator(mode="after")
     def _v(self):
-        for a in (self.vantage_v4, self.server_v4, self.vantage_v6, self.server_v6):
+        for a in (self.vantage_v4, self.server_v4, self.vantage_v6, self.server_v6, self.track_v4, self.track_v6):
             _check_addr(a)
         return self
 

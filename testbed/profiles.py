@@ -7,6 +7,8 @@ TUN link (testbed/timing.py, testbed/delayline.py).
 * Shared classes: netem (delay ``rtt_ms / 2``, jitter, loss) as the root qdisc of both ends
   of the veth, with a tbf child for ``rate_kbit``. Kernels without ``sch_netem`` refuse
   delay, jitter and loss there (one clear error); a rate-only profile is a root tbf.
+* ``track``: the tracking vantage's link into the shared vantage (testbed/trackline.py), a
+  second delay line, as ``timing``.
 * ``timing``: the delay line applies delay, jitter and loss (it re-reads its profile file on
   SIGHUP); tbf on both TUN devices applies the rate.
 
@@ -28,6 +30,10 @@ from .model import Profile, ProfileError, TestbedConfig  # noqa: F401 (ProfileEr
 from .procs import netns_name, state_dir
 
 TIMING = "timing"
+#: the tracking vantage's link (testbed/trackline.py): a delay line like the timing testbed's
+TRACK = "track"
+#: classes whose delay (and jitter, loss) a userspace delay line applies, not netem
+DELAY_LINE_CLASSES = (TIMING, TRACK)
 #: tbf burst and queue latency bound (the kernel needs both; a burst of 64 KiB lets TSO-sized
 #: segments through at any rate we configure).
 TBF_BURST = "64kb"
@@ -42,6 +48,9 @@ def classes(cfg: TestbedConfig) -> dict[str, list[tuple[str, str]]]:
 
     t = cfg.timing
     out[TIMING] = [(timing_ns(t.vantage_ns), "tmv0"), (timing_ns(t.server_ns), "tms0")]
+    from . import trackline
+
+    out[TRACK] = [(trackline.netns_name(cfg), trackline.DEV), (trackline.SHARED_VANTAGE, trackline.PEER_DEV)]
     return out
 
 
@@ -120,8 +129,12 @@ def apply(cfg: TestbedConfig, name: str, host_classes: list[str]) -> dict:
             from .timing import set_delay_profile
 
             set_delay_profile(cfg, p)
+        elif c == TRACK:
+            from .trackline import set_delay_profile as set_track
+
+            set_track(cfg, p)
         for ns, dev in known[c]:
-            _apply_qdiscs(ns, dev, p, delay_in_kernel=(c != TIMING))
+            _apply_qdiscs(ns, dev, p, delay_in_kernel=c not in DELAY_LINE_CLASSES)
         _record(c, p.name)
     return {c: v for c, v in applied(cfg).items() if c in host_classes}
 
@@ -173,6 +186,11 @@ def applied(cfg: TestbedConfig) -> dict:
             from .timing import delay_line_applied
 
             info["delay_line"] = delay_line_applied()
+        elif c == TRACK:   # its profile is what its delay line applies (it may be rebuilt at 'none')
+            from .trackline import delay_line_applied as track_applied
+
+            info["delay_line"] = track_applied()
+            info["profile"] = (info["delay_line"] or {}).get("name", info["profile"])
         out[c] = info
     return out
 

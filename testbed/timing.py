@@ -148,23 +148,13 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     for spec in specs:
         _start(st, spec)
         if spec.name == "delayline":
-            _wait_file(d / "applied.json", st["procs"][-1]["pid"])
+            from .delayline import wait_started
+
+            wait_started(d / "applied.json", st["procs"][-1]["pid"])
     st["complete"] = True
     _save(st)
     log(f"timing testbed up: {len(st['procs'])} processes in {time.time() - t0:.1f} s")
     return status(cfg)
-
-
-def _wait_file(p: Path, pid: int, timeout: float = 5.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if json.loads(p.read_text()).get("pid") == pid:
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.02)
-    raise RuntimeError("the delay line did not start (see its log)")
 
 
 def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
@@ -301,7 +291,6 @@ def _start(st: dict, spec: ProcSpec) -> None:
 def down(cfg: Optional[TestbedConfig] = None, log=print) -> None:
     """Stop the timing testbed's processes (by recorded pid) and remove its namespaces."""
     from .procs import ProcState, _kill
-
     st = _state()
     for p in reversed(st.get("procs", [])):
         _kill(ProcState(p["name"], p["namespace"], p["pid"], p["argv"], p["log"]))
@@ -333,21 +322,9 @@ def set_delay_profile(cfg: TestbedConfig, p: Profile) -> None:
     dl = next((x for x in st.get("procs", []) if x["name"] == "delayline"), None)
     if dl is None or not _alive(dl):
         raise ProfileError("the timing testbed is not up (netsurvey testbed timing up)")
-    d = _dir()
-    (d / "profile.json.tmp").write_text(json.dumps(p.model_dump()))
-    (d / "profile.json.tmp").rename(d / "profile.json")
-    before = (delay_line_applied() or {}).get("applied_at", 0)
-    deadline = time.time() + 5
-    next_hup = 0.0
-    while time.time() < deadline:
-        if time.time() >= next_hup:  # again after 0.5 s: a SIGHUP during its start-up may be lost
-            os.kill(dl["pid"], 1)  # SIGHUP
-            next_hup = time.time() + 0.5
-        now = delay_line_applied() or {}
-        if now.get("applied_at", 0) > before and now.get("name") == p.name:
-            return
-        time.sleep(0.01)
-    raise RuntimeError("the delay line did not confirm the profile")
+    from .delayline import hand_profile
+
+    hand_profile(_dir(), dl["pid"], p.model_dump())
 
 
 def delay_line_applied() -> Optional[dict]:

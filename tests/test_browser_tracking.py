@@ -54,6 +54,13 @@ def test_lifetime_hint_and_vhost_verdicts(db, testbed, tmp_path):
                              "WHERE run_id=%s AND experiment='lifetime' AND mechanism='tls13-psk'",
                              (out["run_id"],)).fetchone()
         assert table == ("lifetime", "tls13-psk", "viable", wait)
+        # from the shared vantage: no delay line recorded, and the servers saw no delay (the
+        # control of tests/test_browser_tracking_delay.py, where they see the profile's RTT)
+        assert conn.execute("SELECT DISTINCT link_profile FROM browser_track_verdict WHERE run_id=%s",
+                            (out["run_id"],)).fetchall() == [(None,)]
+        seen = [r[0] for r in conn.execute("SELECT handshake_rtt_ms FROM browser_track_connection WHERE run_id=%s",
+                                           (out["run_id"],))]
+        assert seen and all(r is not None and r < 5 for r in seen), seen
     r = run_cli("plot", "browser-tracking-table", "--out", str(tmp_path), dsn=db.dsn)
     assert r.returncode == 0, r.stderr
     rows = (tmp_path / "browser-tracking-table.csv").read_text().splitlines()
