@@ -12,7 +12,8 @@ markdown table, a CSV and a log-log plot.
 
 Outputs (``--out``, default ``out/scale/`` of the checkout; ``out/`` is not versioned):
 ``scale.md`` (the table), ``scale.csv`` (the same, plus the scan's counts) and
-``scale.png`` (log-log: seconds and peak RSS over targets), rewritten after every
+``scale.png`` (log-log: seconds, and peak RSS of the whole command and of the scan alone,
+over targets), rewritten after every
 measured point; ``--append`` merges into an existing ``scale.csv`` (a size measured again
 replaces its row), so the points can be taken in several invocations. Columns:
 ``cpu_s`` / ``wall_s`` / ``peak_rss_mb`` of import + scan + figure, ``scan_cpu_s`` and
@@ -356,6 +357,9 @@ def write_outputs(rows: list[dict], out: Path) -> None:
         ax[0].loglog([r["targets"] for r in rs], [r["wall_s"] for r in rs], "o-", label=f"{m} wall")
         ax[0].loglog([r["targets"] for r in rs], [r["cpu_s"] for r in rs], "s--", label=f"{m} CPU")
         ax[1].loglog([r["targets"] for r in rs], [r["peak_rss_mb"] for r in rs], "o-", label=f"{m} peak RSS")
+        if all(r.get("scan_rss_mb") not in (None, "") for r in rs):   # the scan alone (issue 26: flat)
+            ax[1].loglog([r["targets"] for r in rs], [float(r["scan_rss_mb"]) for r in rs], "s--",
+                         label=f"{m} scan peak RSS")
     ax[0].set(xlabel="targets", ylabel="seconds (import + scan + figure)")
     ax[1].set(xlabel="targets", ylabel="MiB")
     for x in ax:

@@ -114,6 +114,39 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     return ScanContext(db=db, run=run, config=cfg, policy=policy, limiter=limiter)
 
 
+def _address_of(t) -> str | None:
+    """A target's address for the policy: its address, or its name if that is one."""
+    import ipaddress
+
+    addr = t if isinstance(t, str) else getattr(t, "address", None) or getattr(t, "hostname", None)
+    try:
+        return str(ipaddress.ip_address(addr)) if addr else None
+    except ValueError:  # a URL or name: its address is checked when it is resolved
+        return None
+
+
+def _plan_stream(kind: str, ctx, targets, rate: str, flight: str) -> tuple[list[str], dict]:
+    """The dry-run plan of a streamed target list (issue 26): counted in SQL (``len``), the
+    policy applied to the names that are address literals (read in SQL), the first 20
+    read from the stream's cursor; nothing is resolved or contacted."""
+    import itertools
+
+    view = targets.plan_view() if hasattr(targets, "plan_view") else targets
+    n = len(view)
+    literals = view.address_literals() if hasattr(view, "address_literals") else []
+    blocked = sum(1 for t in literals if (a := _address_of(t)) and ctx.policy.reason_blocked(a))
+    n_allowed = n - blocked
+    first = list(itertools.islice((t for t in view if not ((a := _address_of(t)) and ctx.policy.reason_blocked(a))),
+                                  20))
+    lines = [f"dry run of '{kind}': {n_allowed} targets would be probed, {blocked} blocked by policy; "
+             f"{rate}{flight}; estimated >= {n_allowed / ctx.limiter.rate:.1f} s"]
+    for t in first:
+        lines.append(f"  {t.rank or '-':>7} {t.hostname or '-':40} {t.address or '-':39} {t.port}")
+    if n_allowed > 20:
+        lines.append(f"  ... and {n_allowed - 20} more")
+    return lines, {"dry-run-targets": n_allowed, "blocked": blocked}
+
+
 def _plan(kind: str, ctx, targets, concurrency: int | None) -> tuple[list[str], dict]:
     """--dry-run: what would be probed, and at what rate (nothing is sent): plain lines for
     stdout, never wrapped, so programs can read them, and the counts recorded."""
@@ -125,6 +158,8 @@ def _plan(kind: str, ctx, targets, concurrency: int | None) -> tuple[list[str], 
             {"dry-run": 1}
     import ipaddress
 
+    if not isinstance(targets, (list, tuple)) and hasattr(targets, "__len__"):
+        return _plan_stream(kind, ctx, targets, rate, flight)
     allowed, blocked = [], 0
     for t in targets:
         # an address given as the target's name (--target 198.18.2.21) is one too

@@ -19,7 +19,7 @@ import gc
 from collections import deque
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, ClassVar, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Iterator, Optional, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
@@ -57,6 +57,37 @@ class ScanTarget:
     rank: Optional[int] = None
 
 
+class NameStream:
+    """A list's names as ScanTargets (no address yet) followed by ``extra`` ones, read as
+    the scan goes (issue 26): ``names`` is a :class:`~netsurvey.targets.TargetStream`
+    (server-side cursor, counted in SQL), so only ``extra`` (names given on the command
+    line) is held. ``len()`` is counted, never iterated; the dry-run plan reads it with
+    :meth:`plan_view` / :meth:`address_literals` (nothing contacted)."""
+
+    def __init__(self, names, port: int, extra: Sequence[ScanTarget] = ()):
+        self.names, self.port, self.extra = names, port, list(extra)
+
+    def __len__(self) -> int:
+        return (len(self.names) if self.names is not None else 0) + len(self.extra)
+
+    def __iter__(self) -> Iterator[ScanTarget]:
+        port = self.port
+        if self.names is not None:
+            for t in self.names:
+                yield ScanTarget(t.hostname, None, port, t.rank)
+        yield from self.extra
+
+    def plan_view(self) -> "NameStream":
+        return self
+
+    def address_literals(self) -> list[ScanTarget]:
+        """The targets whose name is an address literal (the policy can judge only these
+        before resolution), read in SQL for the list."""
+        listed = self.names.address_literals() if self.names is not None else []
+        return [ScanTarget(t.hostname, None, self.port, t.rank) for t in listed] + \
+            [t for t in self.extra if t.hostname and (t.hostname.replace(".", "").isdigit() or ":" in t.hostname)]
+
+
 @dataclass(frozen=True)
 class ScanOutcome:
     """Result of one probe: the target, a status, the scanner's typed record (or None) and
@@ -85,6 +116,10 @@ class Scanner(ABC):
 
     #: scan_run.kind, e.g. "tfo", "tls", "quic", "dns-ttl".
     name: ClassVar[str]
+    #: Whether run_scan interleaves the targets by address before ``scan_many`` (names
+    #: sharing an address would queue behind each other under the per-destination limit).
+    #: False for an engine that probes each address once whatever its names (TFO).
+    spread_by_address: ClassVar[bool] = True
     #: Run with the garbage collector quieted (see ``_quiet_gc``): for scanners that build
     #: few reference cycles (not aioquic's connections, which rely on frequent collections).
     quiet_gc: ClassVar[bool] = False
@@ -97,10 +132,11 @@ class Scanner(ABC):
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         """Probe one allowed target (policy already checked by the runner)."""
 
-    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+    async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         """Default engine: ``scan`` with bounded concurrency and the per-destination limit.
         ``concurrency`` worker coroutines take the next target in turn (no task, semaphore
-        or wait set per target: ~10 us less per target); outcomes come in completion order."""
+        or wait set per target: ~10 us less per target); outcomes come in completion order.
+        ``targets`` may be a stream (read once; a worker that finds it ended stops)."""
         limiter = self.ctx.limiter
         scan = self.scan
         it = iter(targets)
@@ -142,7 +178,7 @@ class Scanner(ABC):
                 live -= 1
                 wake.set()
 
-        n = max(1, min(concurrency, len(targets)))
+        n = max(1, min(concurrency, len(targets)) if hasattr(targets, "__len__") else concurrency)
         workers = []
         for _ in range(n):
             live += 1
@@ -168,7 +204,7 @@ class Scanner(ABC):
 
 async def run_scan(
     scanner: Scanner,
-    targets: Sequence[ScanTarget],
+    targets: Iterable[ScanTarget],
     store: Callable[[ScanOutcome], None],
     *,
     concurrency: int = 100,
@@ -176,29 +212,43 @@ async def run_scan(
     show_progress: bool = True,
 ) -> dict[str, int]:
     """Check the policy for every target, probe the allowed ones through ``scan_many``, hand
-    every outcome (blocked ones included) to ``store``; return counts per status."""
+    every outcome (blocked ones included) to ``store``; return counts per status.
+
+    ``targets`` may be a stream (issue 26: a list's names read from the database as they
+    are probed, :class:`~netsurvey.targets.TargetStream`): it is read once, lazily; the
+    policy is checked per target as it comes, names sharing an address are interleaved
+    window by window (netsurvey/spread.py) and the progress bar's total is ``len(targets)``
+    when the stream knows it (counted in SQL). Nothing here keeps a per-target object
+    beyond one window."""
     ctx = scanner.ctx
     counts: dict[str, int] = {}
-    allowed: list[ScanTarget] = []
 
     def record(o: ScanOutcome) -> None:
         counts[o.status.value] = counts.get(o.status.value, 0) + 1
         store(o)
 
-    for t in targets:
-        why = ctx.policy.reason_blocked(t.address) if t.address else None
-        if why:
-            record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
-        else:
-            allowed.append(t)
-    if getattr(ctx.limiter, "per_destination", None):   # names sharing an address: spread them (issue 26)
-        from .spread import interleave_by_address
-        allowed = interleave_by_address(allowed, lambda t: t.address)
+    reason_blocked = ctx.policy.reason_blocked
+
+    def allowed_only() -> Iterator[ScanTarget]:
+        for t in targets:
+            why = reason_blocked(t.address) if t.address else None
+            if why:
+                record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))
+            else:
+                yield t
+
+    total = len(targets) if hasattr(targets, "__len__") else None
+    allowed: Iterable[ScanTarget] = allowed_only()
+    if scanner.spread_by_address and getattr(ctx.limiter, "per_destination", None):   # issue 26
+        from .spread import WINDOW, interleave_windows
+        # a list the caller holds anyway is interleaved whole (as before streams); a stream by windows
+        window = max(1, total) if isinstance(targets, (list, tuple)) else WINDOW
+        allowed = interleave_windows(allowed, lambda t: t.address, window)
     # a dry run never gets here: open_scan stopped it (netsurvey.measure's run path)
     if not scanner.quiet_gc:
-        return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
+        return await _scan_all(scanner, allowed, total, record, counts, concurrency, description, show_progress)
     with _quiet_gc():
-        return await _scan_all(scanner, allowed, record, counts, concurrency, description, show_progress)
+        return await _scan_all(scanner, allowed, total, record, counts, concurrency, description, show_progress)
 
 
 _gc_holds = 0  # scans inside _quiet_gc now (two may overlap in one loop)
@@ -230,27 +280,28 @@ def _quiet_gc():
             gc.unfreeze()
 
 
-async def _scan_all(scanner: Scanner, allowed: Sequence[ScanTarget], record, counts: dict[str, int],
-                    concurrency: int, description: str | None, show_progress: bool) -> dict[str, int]:
+async def _scan_all(scanner: Scanner, allowed: Iterable[ScanTarget], total: Optional[int], record,
+                    counts: dict[str, int], concurrency: int, description: str | None,
+                    show_progress: bool) -> dict[str, int]:
     ctx = scanner.ctx
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=ctx.console, transient=True,
                   disable=not show_progress) as prog:
-        task = prog.add_task(description or f"{scanner.name} scan", total=len(allowed))
+        task = prog.add_task(description or f"{scanner.name} scan", total=total)
         done = 0
         try:
             async for outcome in scanner.scan_many(allowed, concurrency):
                 record(outcome)
                 done += 1
                 if not done & 63:  # the bar redraws ~10 times a second anyway; advancing costs ~3 us
-                    prog.update(task, completed=done)
+                    prog.update(task, completed=sum(counts.values()))  # blocked ones included
         except (asyncio.CancelledError, KeyboardInterrupt, Terminated):
             # stopped (SIGTERM, Ctrl-C): the targets being probed were contacted, so each
             # gets a row saying so instead of vanishing; the run itself ends 'failed'
             for t in list(getattr(scanner, "in_flight", {}).values()):
                 record(ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, INTERRUPTED))
             raise
-        prog.update(task, completed=done)
+        prog.update(task, completed=sum(counts.values()))
     return counts
 
 

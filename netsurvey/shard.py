@@ -32,8 +32,11 @@ def current() -> Optional[ShardSpec]:
 
 
 def shard_of(key: str, count: int) -> int:
-    """Stable shard of a target key (hostname or address): sha1 mod count."""
-    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % count
+    """Stable shard of a target key (hostname or address): the first 8 bytes of its
+    sha256, big-endian, unsigned, mod count. SHA-256 (sha1 until issue 26) because
+    PostgreSQL has it built in: ``targets.TargetStream`` picks a shard's names in SQL
+    with the same hash. The shards of one run must all use one version of this."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % count
 
 
 _conn: Optional[psycopg.Connection] = None

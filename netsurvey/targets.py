@@ -232,8 +232,66 @@ class Target:
     hostname: str
 
 
-def select_targets(db: Database, name: str, top: Optional[int] = None) -> list[Target]:
-    """The newest import of list ``name``, ranks ascending, first ``top`` only if given."""
+#: Rows fetched per round trip by the server-side cursor of :class:`TargetStream` (and the
+#: size of the windows the run path works in: spread.py, the TFO engine's chunks).
+STREAM_BATCH = 10_000
+
+#: The shard of a hostname, in SQL: ``shard.shard_of`` (sha256's first 8 bytes, big-endian,
+#: unsigned, mod count) for ``hostname`` (ASCII after normalize_hostname).
+_SQL_SHARD = ("mod(('x' || encode(substr(sha256(convert_to(hostname, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint::numeric"
+              " + 18446744073709551616, 18446744073709551616) %% %s")
+
+
+class TargetStream:
+    """The newest import of a list, ranks ascending, streamed (issue 26: a 1M-name list
+    held as Python objects cost ~200 bytes a name before anything was probed).
+
+    Iterating opens a connection and a server-side cursor and yields :class:`Target`
+    rows ``STREAM_BATCH`` at a time; ``len()`` counts them in SQL. In a shard only the
+    shard's names are selected (the shard hash in SQL, the same as ``shard.shard_of``),
+    after the ``top`` cut, as the list version did. Each iteration reads the list again
+    (a list is never changed once imported: a re-import makes a new list id)."""
+
+    def __init__(self, db: Database, list_id: int, top: Optional[int], shard: Optional[tuple[int, int]]):
+        self.db, self.list_id, self.top, self.shard = db, list_id, top, shard
+        self._len: Optional[int] = None
+
+    def _query(self, what: str) -> tuple[str, tuple]:
+        sql = f"SELECT {what} FROM (SELECT rank, hostname FROM target WHERE list_id = %s ORDER BY rank LIMIT %s) t"
+        args: tuple = (self.list_id, self.top)
+        if self.shard is not None:
+            sql += f" WHERE {_SQL_SHARD} = %s"
+            args += (self.shard[1], self.shard[0])
+        return sql, args
+
+    def __len__(self) -> int:
+        if self._len is None:
+            sql, args = self._query("count(*)")
+            with self.db.connect() as conn:
+                self._len = conn.execute(sql, args).fetchone()[0]
+        return self._len
+
+    def __iter__(self) -> Iterator[Target]:
+        sql, args = self._query("rank, hostname")
+        with self.db.connect() as conn, conn.transaction():
+            with conn.cursor(name="target_stream") as cur:
+                cur.itersize = STREAM_BATCH
+                cur.execute(sql + " ORDER BY rank", args)
+                for r, h in cur:
+                    yield Target(r, h)
+
+    def address_literals(self) -> list[Target]:
+        """The names that are IPv4/IPv6 address literals (few or none): the only ones the
+        policy can judge before resolution (the dry-run plan)."""
+        sql, args = self._query("rank, hostname")
+        sql = f"SELECT * FROM ({sql}) a WHERE hostname ~ '^[0-9.]+$' OR hostname LIKE '%%:%%' ORDER BY rank"
+        with self.db.connect() as conn:
+            return [Target(r, h) for r, h in conn.execute(sql, args)]
+
+
+def stream_targets(db: Database, name: str, top: Optional[int] = None) -> TargetStream:
+    """The newest import of list ``name``, ranks ascending, first ``top`` only if given, as
+    a :class:`TargetStream` (in a shard: the shard's names)."""
     if top is not None and top <= 0:
         raise UsageError("--top must be a positive number")
     if top is not None and top > 2**31 - 1:
@@ -244,13 +302,15 @@ def select_targets(db: Database, name: str, top: Optional[int] = None) -> list[T
         ).fetchone()
         if row is None:
             raise UsageError(f"no target list named {name!r} (import one with 'netsurvey targets import')")
-        rows = conn.execute(
-            "SELECT rank, hostname FROM target WHERE list_id = %s ORDER BY rank LIMIT %s", (row[0], top)
-        ).fetchall()
     from . import shard
 
     spec = shard.current()
     if spec is not None:
         shard.mark_filtered()
-        rows = [(r, h) for r, h in rows if shard.shard_of(h, spec.count) == spec.index]
-    return [Target(r, h) for r, h in rows]
+    return TargetStream(db, row[0], top, (spec.index, spec.count) if spec is not None else None)
+
+
+def select_targets(db: Database, name: str, top: Optional[int] = None) -> list[Target]:
+    """:func:`stream_targets` as a list (for the commands that need the names together:
+    a survey's plan, the browsers' page lists)."""
+    return list(stream_targets(db, name, top))

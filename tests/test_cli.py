@@ -253,3 +253,27 @@ def test_dry_run_applies_the_block_list_to_addresses_given_as_targets(db, tmp_pa
     with psycopg.connect(db.dsn) as c:
         status, counts = c.execute("SELECT status, counts FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()
     assert status == "cancelled" and counts.get("blocked") == 2, counts
+
+
+def test_dry_run_of_a_streamed_list_is_counted_in_sql(db, tmp_path, routes_ns):
+    """Issue 26: `scan dns-ttl --list` streams its names; the dry-run plan counts them in
+    SQL, applies the block list to names that are address literals, and lists the first
+    20 from the cursor (nothing resolved or contacted)."""
+    import psycopg
+
+    from netsurvey.targets import import_list
+
+    f = tmp_path / "l.csv"
+    f.write_text("".join(f"{i},n{i}.example.test\n" for i in range(1, 31)) + "31,198.18.2.21\n")
+    import_list(db, f, "l")
+    cfg = tmp_path / "block.toml"
+    cfg.write_text('[etiquette]\nallow = ["198.18.0.0/15"]\nblock = ["198.18.2.21/32"]\n')
+    r = run_cli("--config", str(cfg), "scan", "dns-ttl", "--list", "l", "--name", "extra.example.test",
+                "--nameserver", "198.18.1.53", "--dry-run", dsn=db.dsn, netns=routes_ns)
+    assert r.returncode == 0, r.stderr
+    assert "31 targets would be probed, 1 blocked by policy" in r.stdout, r.stdout
+    lines = r.stdout.splitlines()
+    assert "n1.example.test" in lines[1] and "... and 11 more" in lines[-1], r.stdout
+    with psycopg.connect(db.dsn) as c:
+        status, counts = c.execute("SELECT status, counts FROM scan_run ORDER BY id DESC LIMIT 1").fetchone()
+    assert status == "cancelled" and counts == {"dry-run-targets": 31, "blocked": 1}, counts

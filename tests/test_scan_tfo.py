@@ -254,3 +254,23 @@ def test_names_of_one_address_share_one_probe(db, testbed, tmp_path):
     assert sorted(h for h, *_ in got) == sorted(names)
     assert {(a, st, reply) for _, a, st, reply in got} == {("198.18.2.10", "success", "syn-ack")}
     assert out["counts"]["sent"] == 1, out["counts"]   # packets the engine put on the wire
+
+
+def test_a_list_streamed_in_chunks_keeps_one_probe_per_address(db, testbed, tmp_path):
+    """Issue 26: the list is read, resolved and probed chunk by chunk (bounded memory); the
+    names of one address that a chunk boundary cuts apart still share the one probe (the
+    chunk before's outcome is reused), and every name gets its row. Chunks of 7 names here."""
+    names = [f"n{i}.tlsbench.example.test" for i in range(20)] + ["nxdomain-x.example.test"]
+    import_list(db, tmp_path, names, name="chunks")
+    code = ("import runpy, sys; import scanners.tfo.scanner as s; s.TfoScanner.chunk = 7; "
+            "import scanners.tfo.survey as v; v.RESOLVE_BATCH = 5; "
+            "sys.argv = ['netsurvey'] + sys.argv[1:]; runpy.run_module('netsurvey.cli', run_name='__main__')")
+    r = run_cli("testbed", "exec", "--", sys.executable, "-c", code, "--dsn", db.dsn, "scan", "tfo", "--list", "chunks",
+                "--port", "443", "--cooldown", "0.3", "--json", dsn=db.dsn, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    got = rows(db, "SELECT hostname, host(address), status FROM tfo_probe WHERE run_id=%s", out["run_id"])
+    assert sorted(h for h, *_ in got) == sorted(names)
+    assert {(a, st) for h, a, st in got if h != "nxdomain-x.example.test"} == {("198.18.2.10", "success")}
+    assert [st for h, _, st in got if h == "nxdomain-x.example.test"] == ["resolution-failed"]
+    assert out["counts"]["sent"] == 1, out["counts"]

@@ -190,3 +190,55 @@ def test_a_signal_stops_a_busy_scan_whose_workers_catch_everything():
         asyncio.run(main())
     assert time.monotonic() - t0 < 2.5
     assert swallowed == []
+
+
+class Quick(Scanner):
+    name = "quick"
+
+    async def scan(self, target):
+        await asyncio.sleep(0)   # as a probe does: the loop runs the consumer meanwhile
+        return ScanOutcome(target, ScanStatus.SUCCESS, None)
+
+
+def test_a_stream_is_read_lazily_with_bounded_memory():
+    """Issue 26: run_scan reads a stream of targets as it probes (policy per target,
+    interleaved by address per window); the memory it holds does not grow with the number
+    of targets. On the old code (the allowed targets collected in a list and interleaved
+    whole) the peak grew with the list (~36 MB for 300K targets)."""
+    import tracemalloc
+
+    from netsurvey.spread import WINDOW
+
+    cfg = SurveyConfig()
+    blocked, allowed_addr = "192.0.2.1", "198.18.2.20"
+
+    class Policy:   # the run path's policy, reduced to its one call (no routes, no config)
+        def reason_blocked(self, address):
+            return "blocklisted" if address == blocked else None
+
+    policy = Policy()
+
+    def peak_bytes(n: int) -> int:
+        s = Quick()
+        s.init(None, ScanContext(db=None, run=None, config=cfg, policy=policy,
+                                 limiter=RateLimiter(1e12, 1e12)))
+        counts = {"n": 0}
+
+        def stream():
+            for i in range(n):   # 16 names per address, one address in 1000 blocked
+                yield ScanTarget(f"n{i}.test", blocked if i % 1000 == 999 else allowed_addr, i)
+
+        def store(o):
+            counts["n"] += 1
+
+        tracemalloc.start()
+        try:
+            got = asyncio.run(run_scan(s, stream(), store, concurrency=50, show_progress=False))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert counts["n"] == n and got.get("blocked") == n // 1000
+        return peak
+
+    small, large = peak_bytes(WINDOW), peak_bytes(8 * WINDOW)
+    assert large < 1.5 * small, (small, large)

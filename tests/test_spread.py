@@ -16,3 +16,25 @@ def test_none_keys_and_spread_lists_unchanged():
     items = [(0, None), (1, "x"), (2, None), (3, "y")]
     assert interleave_by_address(items, lambda t: t[1]) == items
     assert interleave_by_address([], lambda t: t) == []
+
+
+def test_windows_interleave_a_stream_in_bounded_memory():
+    """Issue 26: a stream is interleaved window by window; a sequence within one window
+    comes out exactly as interleave_by_address orders it."""
+    from netsurvey.spread import interleave_windows
+
+    items = [(i, f"a{i // 4}") for i in range(10)]
+    assert list(interleave_windows(iter(items), lambda t: t[1], 100)) == interleave_by_address(items, lambda t: t[1])
+    pulled = []
+
+    def stream():
+        for i in range(1000):
+            pulled.append(i)
+            yield (i, f"a{i // 16}")
+
+    out = interleave_windows(stream(), lambda t: t[1], 64)
+    first = [next(out) for _ in range(4)]
+    assert len(pulled) == 64          # only one window read so far
+    assert [t[1] for t in first] == ["a0", "a1", "a2", "a3"]
+    rest = list(out)
+    assert sorted(first + rest) == [(i, f"a{i // 16}") for i in range(1000)]

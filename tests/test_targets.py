@@ -90,3 +90,31 @@ def test_million_lines_stream(db, tmp_path):
     assert grown_mib < 100, f"import grew RSS by {grown_mib:.0f} MiB: not streaming"
     with db.connect() as conn:
         assert conn.execute("SELECT max(rank) FROM target").fetchone()[0] == 1_000_000
+
+
+def test_stream_counts_in_sql_and_shards_match_shard_of(db, tmp_path):
+    """Issue 26: the list is streamed (server-side cursor), counted in SQL, and a shard's
+    names are chosen in SQL by the same hash as shard.shard_of (every name exactly once
+    over the shards, after the --top cut)."""
+    from netsurvey import shard
+    from netsurvey.runctx import RunContext, ShardSpec, activate
+    from netsurvey.targets import STREAM_BATCH, stream_targets
+
+    n = STREAM_BATCH + 1234   # more than one batch of the cursor
+    f = tmp_path / "l.csv"
+    f.write_text("".join(f"{i},n{i}.b{i // 16}.scale.test\n" for i in range(1, n + 1)) + "99999999,xn--bcher-kva.test\n")
+    import_list(db, f, "s")
+    s = stream_targets(db, "s")
+    assert len(s) == n + 1
+    assert [t.rank for t in s] == list(range(1, n + 1)) + [99999999]
+    assert len(stream_targets(db, "s", top=77)) == 77
+    for count in (1, 3, 7):
+        seen = []
+        for i in range(count):
+            with activate(RunContext(measurement="x", shard=ShardSpec(i, count, 1))):
+                part = stream_targets(db, "s", top=n)
+                got = list(part)
+                assert len(part) == len(got)
+                assert all(shard.shard_of(t.hostname, count) == i for t in got)
+                seen += [t.hostname for t in got]
+        assert sorted(seen) == sorted(h for _, h in rows(db, "s")[:n])

@@ -6,7 +6,8 @@ step asks an authoritative server directly (RD=0): an authoritative NS answer fo
 makes it a zone apex, a referral (NS in authority, not AA) hands the name to the delegated
 servers (glue from the additional section), an authoritative answer without NS keeps it
 in the enclosing zone. Zones are cached and computed once even when many names ask at the
-same time (one future per name), so a zone is walked once per scan.
+same time (one future per name), so a zone is walked once per scan (while it is among the
+last ``CACHE_ENTRIES`` cached: a 1M-name list's caches stay bounded, issue 26).
 
 A *lame delegation* is a server named for a zone that does not answer for it with
 authority: it refers to the same zone again (or above it), answers REFUSED, or answers
@@ -80,6 +81,27 @@ def exchange_failure(ex: Exchange) -> Optional[WalkFailed]:
     return None
 
 
+#: Entries kept per cache of the walker (names, zones, nameserver addresses). A top list's
+#: names are mostly zones of their own, so unbounded caches grew with the list (issue 26);
+#: past the cap the oldest settled entries go (a zone asked again is walked again).
+CACHE_ENTRIES = 50_000
+
+
+def _room(cache: dict) -> None:
+    """Make room in ``cache`` (insertion-ordered) for one more entry: when full, drop the
+    oldest tenth whose walk has settled (futures still running stay: others await them)."""
+    if len(cache) < CACHE_ENTRIES:
+        return
+    drop = []
+    for k, v in cache.items():
+        if not isinstance(v, asyncio.Future) or v.done():
+            drop.append(k)
+            if len(drop) >= CACHE_ENTRIES // 10:
+                break
+    for k in drop:
+        del cache[k]
+
+
 class DelegationWalker:
     """See module docstring. ``family`` picks the transport to nameservers: '4', '6'
     or 'any' (IPv4 if the zone has an IPv4 server). ``allowed(address)`` returns a reason
@@ -105,6 +127,7 @@ class DelegationWalker:
         got = self._picked.get(zone)
         if got is None:
             try:
+                _room(self._picked)
                 got = self._picked[zone] = self._pick(zone)
             except WalkFailed as exc:
                 got = self._picked[zone] = exc
@@ -134,6 +157,7 @@ class DelegationWalker:
         """The deepest zone containing ``name`` (``name`` may be its apex)."""
         fut = self._zones.get(name)
         if fut is None:
+            _room(self._zones)
             fut = self._zones[name] = asyncio.ensure_future(self._zone_of(name))
         elif fut.done() and not fut.cancelled() and fut.exception() is None:
             return fut.result()  # the cached walk: no shield, no suspension
@@ -171,6 +195,7 @@ class DelegationWalker:
         fut = self._referred.get(zone)
         if fut is None:
             ns = tuple(dict.fromkeys(rr.value for rr in reply.authority if rr.rtype == NS and rr.name == zone))
+            _room(self._referred)
             fut = self._referred[zone] = asyncio.ensure_future(self._zone(zone, ns, glue(reply, ns)))
         return await asyncio.shield(fut)
 
@@ -205,6 +230,7 @@ class DelegationWalker:
     async def ns_addresses(self, ns_name: str) -> tuple[str, ...]:
         fut = self._addrs.get(ns_name)
         if fut is None:
+            _room(self._addrs)
             fut = self._addrs[ns_name] = asyncio.ensure_future(self._ns_addresses(ns_name))
         return await asyncio.shield(fut)
 

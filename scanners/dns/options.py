@@ -41,31 +41,33 @@ def default_resolver() -> tuple[str, int]:
 
 
 def targets_from_options(list_name: Optional[str], top: Optional[int], names: list[str]):
+    """The list's names (streamed from the database while the scan reads them, counted in
+    SQL: issue 26) followed by the --name ones, as a :class:`~netsurvey.scanning.NameStream`
+    of port-53 ScanTargets. In a shard: only the shard's names."""
     from netsurvey.clictx import migrated_db
-    from netsurvey.scanning import ScanTarget
-    from netsurvey.targets import normalize_hostname, select_targets
+    from netsurvey.scanning import NameStream, ScanTarget
+    from netsurvey.targets import normalize_hostname, stream_targets
 
     if not list_name and not names:
         raise UsageError("give --list NAME or at least one --name HOSTNAME")
     if top is not None and not list_name:
         raise UsageError("--top selects from a --list: give --list NAME")
-    out_t = []
-    if list_name:
-        out_t += [ScanTarget(t.hostname, None, 53, t.rank) for t in select_targets(migrated_db(), list_name, top)]
+    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
     from netsurvey import shard
 
     spec = shard.current()
+    extra = []
     for n in names:
         try:
             h = normalize_hostname(n)
         except ValueError as exc:
             raise UsageError(f"--name {n!r}: {exc}") from None
-        if spec is not None:   # in a shard: only its own names (as select_targets does for a list)
+        if spec is not None:   # in a shard: only its own names (as stream_targets does for a list)
             shard.mark_filtered()
             if shard.shard_of(h, spec.count) != spec.index:
                 continue
-        out_t.append(ScanTarget(h, None, 53, None))
-    return out_t
+        extra.append(ScanTarget(h, None, 53, None))
+    return NameStream(listed, 53, extra)
 
 
 def check_allowed(option: str, address: str) -> None:

@@ -74,7 +74,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
         from .scanner import TfoOptions
-        from .survey import new_seed, resolve_targets, support_scan
+        from netsurvey.scanning import NameStream
+        from netsurvey.targets import stream_targets
+
+        from .survey import ResolvingStream, new_seed, support_scan
 
         _check_common(port, rate, cooldown)
         if (list_name is None) == (cidr is None):
@@ -96,9 +99,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
         else:
-            db = migrated_db()
-            chosen = select_targets(db, list_name, top)
-            targets, failed = resolve_targets(chosen, port, all_addresses, ns)
+            db = migrated_db()   # streamed: read and resolved batch by batch while probing (issue 26)
+            targets = ResolvingStream(NameStream(stream_targets(db, list_name, top), port), port, all_addresses, ns)
+            failed = []
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         params = dict(list=list_name, top=top, cidr=cidr, port=port, rate=rate, all_addresses=all_addresses,
                       experimental=experimental, cooldown=cooldown, seed=seed, kernel_check=kernel_sample,

@@ -3,7 +3,8 @@ the raw engine (``scan_many``), classified into a :class:`TfoProbeResult`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator, Optional, Sequence
+import itertools
+from typing import AsyncIterator, Iterable, Optional
 
 from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
 
@@ -75,23 +76,63 @@ class TfoScanner(Scanner):
             return o
         raise RuntimeError("engine returned nothing")
 
-    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+    #: Targets per engine run: a stream is probed chunk by chunk (issue 26: one engine
+    #: run over a 1M-name list held a slot, an index list and a flag per target). Each
+    #: chunk waits ``cooldown`` for late replies before the next starts (while the next
+    #: names are resolved: survey.ResolvingStream).
+    chunk: int = 10_000
+    #: The engine sends one SYN per address of a chunk, paced by the global rate: the
+    #: names need no interleaving by address (run_scan would hold a window of them).
+    spread_by_address = False
+
+    async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         """One SYN per distinct (address, port): a SYN carries no hostname, so the names of
         one address (many, on a CDN) would get the same probe again - and the address
         those probes at the global rate, over etiquette.per_destination_pps. Every target
-        gets the outcome of its address's probe."""
+        gets the outcome of its address's probe.
+
+        ``targets`` is read ``chunk`` targets at a time; a chunk's addresses are probed in
+        one engine run. An address probed in the chunk before is not probed again: its
+        names get that probe's outcome (names of one address that a chunk boundary cuts
+        apart - they sit together in a top list). An address seen again later than that
+        is probed again, at least one chunk and a cooldown after its last SYN (memory: one
+        chunk and the previous chunk's outcomes per address)."""
         opt: TfoOptions = self.options
-        engine = RawEngine(EngineOptions(rate=opt.rate, cooldown=opt.cooldown, seed=opt.seed,
-                                         experimental=opt.experimental, senders=opt.senders))
-        slot: dict[tuple[str, int], int] = {}
-        names: list[list[int]] = []       # probe index -> indices of the targets it answers
-        for k, t in enumerate(targets):
-            i = slot.setdefault((t.address, t.port), len(slot))
-            if i == len(names):
-                names.append([])
-            names[i].append(k)
-        raw = [RawTarget(a, p) for a, p in slot]
-        self.engine = engine
-        for i, reply, err in engine.probe(raw):
-            for k in names[i]:
-                yield classify(targets[k], reply, err)
+        self.engine = RawEngine(EngineOptions(rate=opt.rate, cooldown=opt.cooldown, seed=opt.seed,
+                                              experimental=opt.experimental, senders=opt.senders))
+        sent = 0
+        previous: dict[tuple[str, int], tuple[Optional[RawReply], Optional[str]]] = {}
+        it = iter(targets)
+        while True:
+            chunk = list(itertools.islice(it, self.chunk))
+            if not chunk:
+                break
+            slot: dict[tuple[str, int], int] = {}
+            names: list[list[int]] = []       # probe index -> indices of the targets it answers
+            known: list[int] = []             # targets answered by the previous chunk's probe
+            for k, t in enumerate(chunk):
+                key = (t.address, t.port)
+                if key in previous:
+                    known.append(k)
+                    continue
+                i = slot.setdefault(key, len(slot))
+                if i == len(names):
+                    names.append([])
+                names[i].append(k)
+            for k in known:
+                t = chunk[k]
+                reply, err = previous[(t.address, t.port)]
+                yield classify(t, reply, err)
+            raw = [RawTarget(a, p) for a, p in slot]
+            del slot
+            answers: dict[tuple[str, int], tuple[Optional[RawReply], Optional[str]]] = {}
+            if not raw:   # every address was in the chunk before: keep its outcomes
+                continue
+            self.engine.sent = 0
+            for i, reply, err in self.engine.probe(raw):
+                answers[(raw[i].address, raw[i].port)] = (reply, err)
+                for k in names[i]:
+                    yield classify(chunk[k], reply, err)
+            sent += self.engine.sent
+            previous = answers
+        self.engine.sent = sent

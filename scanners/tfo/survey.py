@@ -8,7 +8,8 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+import itertools
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from netsurvey.resolve import resolve_many
 from netsurvey.scanning import ScanContext, ScanOutcome, ScanStatus, ScanTarget, run_scan
@@ -46,10 +47,56 @@ def resolve_targets(targets: Sequence[Target], port: int, all_addresses: bool,
     return out, failed
 
 
-def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarget], failed: Sequence[ScanOutcome],
+#: Names resolved together by :class:`ResolvingStream` (two batches are held at once).
+RESOLVE_BATCH = 2_000
+
+
+class ResolvingStream:
+    """Names of a list -> ScanTargets, resolved ``RESOLVE_BATCH`` names at a time while the
+    scan reads it (issue 26: resolving a 1M-name list up front held every name, its
+    Resolution and its ScanTarget before the first SYN). The next batch is resolved in a
+    helper thread while the current one is probed; names without an address go to
+    ``on_failed`` (RESOLUTION_FAILED outcomes) as they are found. ``len()`` is the number
+    of names (counted in SQL for a :class:`~netsurvey.targets.TargetStream`)."""
+
+    def __init__(self, names: Iterable[Target], port: int, all_addresses: bool,
+                 nameservers: Optional[list[str]] = None):
+        self.names, self.port, self.all_addresses, self.nameservers = names, port, all_addresses, nameservers
+        self.on_failed: Callable[[ScanOutcome], None] = lambda o: None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def plan_view(self):
+        """What the dry-run plan reads: the names, unresolved (a dry run contacts nothing)."""
+        return self.names
+
+    def _resolve(self, batch: list[Target]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
+        return resolve_targets(batch, self.port, self.all_addresses, self.nameservers)
+
+    def __iter__(self) -> Iterator[ScanTarget]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        names = iter(self.names)
+        n = RESOLVE_BATCH
+        with ThreadPoolExecutor(1, thread_name_prefix="tfo-resolve") as pool:
+            batch = list(itertools.islice(names, n))
+            fut = pool.submit(self._resolve, batch) if batch else None
+            while fut is not None:
+                batch = list(itertools.islice(names, n))
+                nxt = pool.submit(self._resolve, batch) if batch else None
+                out, failed = fut.result()
+                for o in failed:
+                    self.on_failed(o)
+                yield from out
+                fut = nxt
+
+
+def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget], failed: Sequence[ScanOutcome],
                 round_no: int, *, show_progress: bool = True,
                 on_outcome: Optional[Callable[[ScanOutcome], None]] = None) -> dict[str, int]:
-    """Probe ``targets`` once (policy checked by run_scan) and store every outcome."""
+    """Probe ``targets`` once (policy checked by run_scan) and store every outcome (a
+    :class:`ResolvingStream`'s failed names too, as it finds them)."""
     store = ProbeStore(ctx.db, ctx.run.id, round_no)
     counts: dict[str, int] = {}
 
@@ -58,10 +105,15 @@ def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarget
         if on_outcome:
             on_outcome(o)
 
+    def keep_failed(o: ScanOutcome) -> None:
+        counts[o.status.value] = counts.get(o.status.value, 0) + 1
+        keep(o)
+
+    if isinstance(targets, ResolvingStream):
+        targets.on_failed = keep_failed
     try:
         for o in failed:
-            counts[o.status.value] = counts.get(o.status.value, 0) + 1
-            keep(o)
+            keep_failed(o)
         scanner = TfoScanner()
         scanner.init(opts, ctx)
         c = asyncio.run(run_scan(scanner, targets, keep, description=f"tfo round {round_no}",
@@ -74,7 +126,7 @@ def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarget
     return counts
 
 
-def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Sequence[ScanTarget], failed: Sequence[ScanOutcome],
+def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget], failed: Sequence[ScanOutcome],
                  *, kernel_sample: int = 0, show_progress: bool = True) -> dict[str, int]:
     """Round 0 of ``tfo_probe``; optionally the kernel-path cross-check on a sample."""
     sample: list[ScanOutcome] = []
@@ -127,11 +179,20 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
     """Run the remaining rounds of the survey (``rounds_done`` + 1 .. ``rounds``). Each
     finished round is recorded in scan_run.counts, so a restarted command continues after
     the last complete round (rows of an unfinished round are deleted first)."""
-    done = rounds_done(ctx)
-    with ctx.db.connect() as conn:
-        conn.execute("DELETE FROM tfo_probe WHERE run_id=%s AND round > %s", (ctx.run.id, done))
-        last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",
-                            (ctx.run.id,)).fetchone()[0]
+    from netsurvey import shard
+
+    # A shard's rows are committed with its job_shard row or not at all: an attempt starts
+    # from round 1, and the run's rows and rounds_done are the other shards' (reading them
+    # made every shard after the first skip all its rounds; deleting them lost a committed
+    # shard's rows). Only an unsharded run resumes from scan_run.counts.
+    sharded = shard.current() is not None
+    done = 0 if sharded else rounds_done(ctx)
+    last = None
+    if not sharded:
+        with ctx.db.connect() as conn:
+            conn.execute("DELETE FROM tfo_probe WHERE run_id=%s AND round > %s", (ctx.run.id, done))
+            last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",
+                                (ctx.run.id,)).fetchone()[0]
     counts: dict[str, int] = {}
     next_start = (float(last) + plan.interval) if last is not None else time.time()
     for rnd in range(done + 1, plan.rounds + 1):
@@ -148,11 +209,13 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
                         targets, failed, rnd, show_progress=show_progress)
         for k, v in c.items():
             counts[k] = counts.get(k, 0) + v
-        with ctx.db.connect() as conn:
-            conn.execute("UPDATE scan_run SET counts = counts || %s::jsonb WHERE id=%s",
-                         (json.dumps({"rounds_done": rnd}), ctx.run.id))
+        done = rnd
+        if not sharded:
+            with ctx.db.connect() as conn:
+                conn.execute("UPDATE scan_run SET counts = counts || %s::jsonb WHERE id=%s",
+                             (json.dumps({"rounds_done": rnd}), ctx.run.id))
         log(f"round {rnd}/{plan.rounds}: {c}")
-    counts["rounds_done"] = rounds_done(ctx)
+    counts["rounds_done"] = done if sharded else rounds_done(ctx)
     return counts
 
 
