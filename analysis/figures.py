@@ -111,14 +111,15 @@ class FigureContext:
             self.save(fig)
         return fig, ax
 
-    def runs_of_kind(self, kind: str, *, all_finished: bool = False) -> tuple[int, ...]:
-        """The selected runs of ``kind`` (``--run`` ids of other kinds are ignored), else the
-        latest finished run of ``kind`` (every finished one with ``all_finished``). Raises
-        UsageError if none; records the ids like :meth:`run_ids`."""
+    def runs_of_kind(self, kind: str, *, all_finished: bool = False, given_kinds: tuple[str, ...] = ()) -> tuple[int, ...]:
+        """The selected runs of ``kind`` (``--run`` ids of other kinds are ignored, except
+        those of ``given_kinds``, accepted when named by ``--run``), else the latest finished
+        run of ``kind`` (every finished one with ``all_finished``). Raises UsageError if none;
+        records the ids like :meth:`run_ids`."""
         with self.db.connect() as conn:
             if self.runs:
-                ids = [r[0] for r in conn.execute("SELECT id FROM scan_run WHERE id = ANY(%s) AND kind = %s"
-                                                  " ORDER BY id", (list(self.runs), kind))]
+                ids = [r[0] for r in conn.execute("SELECT id FROM scan_run WHERE id = ANY(%s) AND kind = ANY(%s)"
+                                                  " ORDER BY id", (list(self.runs), [kind, *given_kinds]))]
             elif all_finished:
                 ids = [r[0] for r in conn.execute("SELECT id FROM scan_run WHERE kind = %s AND status = 'finished'"
                                                   " ORDER BY id", (kind,))]
@@ -136,13 +137,14 @@ class FigureContext:
         self.record_runs(ids)
         return tuple(ids)
 
-    def run_ids(self, kind: str) -> tuple[int, ...]:
+    def run_ids(self, kind: str, *, given_kinds: tuple[str, ...] = ()) -> tuple[int, ...]:
         """The selected runs of ``kind`` (``--run`` ids of other kinds are left to the figures
         that read them: ``report --run`` gives every figure the same list), or the latest
         finished run of ``kind``. Raises UsageError if none: ``plot F --run N`` with N of
         another kind is an error, not an empty figure. The ids are recorded in
-        ``notes["runs"]`` for the report."""
-        return self.runs_of_kind(kind)
+        ``notes["runs"]`` for the report. ``given_kinds``: further kinds a figure reads
+        when ``--run`` names such a run (never picked as the default)."""
+        return self.runs_of_kind(kind, given_kinds=given_kinds)
 
     # -- what the report shows beside each figure (all optional) ------------------------
     def record_runs(self, runs) -> None:

@@ -58,10 +58,15 @@ def capped_cuts(rows, listed: int):
     return out
 
 
+#: Figs 3.2/3.3 also read a campaign of `scan tfo` rounds (one run with rounds,
+#: docs/campaign.md) when --run names it; the default stays the latest tfo-lb run
+CAMPAIGN_KINDS = ("tfo",)
+
+
 @figure("tfo-addresses-per-host", sources=["tfo_probe", "tfo_lb_host"], thesis="Fig 3.2")
 def addresses_per_host(ctx: FigureContext) -> None:
     """Share of hostnames always supporting TFO over the number of observed server addresses."""
-    runs = ctx.run_ids("tfo-lb")
+    runs = ctx.run_ids("tfo-lb", given_kinds=CAMPAIGN_KINDS)
     with ctx.db.connect() as conn:
         # one pass over the view (a month of surveys is ~100M rows: bench/month.py); the
         # histogram, the classes and the mean all come from (class, addresses) counts
@@ -94,7 +99,7 @@ def addresses_per_host(ctx: FigureContext) -> None:
 @figure("tfo-lb-failure-rate", sources=["tfo_probe", "tfo_lb_new_address"], thesis="Fig 3.3")
 def lb_failure_rate(ctx: FigureContext) -> None:
     """Share of connections that go to a server address not seen before (cached cookie unusable)."""
-    runs = ctx.run_ids("tfo-lb")
+    runs = ctx.run_ids("tfo-lb", given_kinds=CAMPAIGN_KINDS)
     with ctx.db.connect() as conn:
         rows = conn.execute(
             "SELECT connection, sum(hostnames)::int, sum(new_address)::int FROM tfo_lb_new_address"
