@@ -3,6 +3,7 @@ unbound inside `netsurvey testbed exec`), asynchronous and bounded."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -42,6 +43,14 @@ async def _lookup(r: dns.asyncresolver.Resolver, name: str, rdtype: str) -> tupl
         return (), type(exc).__name__
 
 
+def _literal(name: str) -> Optional[str]:
+    """The address ``name`` spells (IPv4 or IPv6, brackets allowed), else None."""
+    try:
+        return str(ipaddress.ip_address(name.strip("[]")))
+    except ValueError:
+        return None
+
+
 def system_resolver(nameservers: Optional[list[str]] = None, option: str = "--nameserver") -> dns.asyncresolver.Resolver:
     """A resolver asking ``nameservers`` (None: resolv.conf's), each checked first: a testbed
     address this namespace reaches only by its default route is refused (UsageError;
@@ -71,6 +80,10 @@ async def resolve_many(hostnames: Iterable[str], *, ipv6: bool = True, concurren
 
     async def worker() -> None:
         for h in names:
+            literal = _literal(h)
+            if literal is not None:   # an address given as a name resolves to itself, no query
+                out[h] = Resolution(h, *((((literal,), ()) if ":" not in literal else ((), (literal,)))))
+                continue
             v4, e4 = await _lookup(r, h, "A")
             v6, e6 = await _lookup(r, h, "AAAA") if ipv6 else ((), None)
             err = None
