@@ -298,8 +298,10 @@ def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:
 
 
 def _insert_queued_run(conn, spec, shards: int, note: str | None) -> int:
+    from .runs import NEW_RUN_LOCK
     from .secrets import mask_argv
 
+    conn.execute(NEW_RUN_LOCK)   # first in its transaction (runs.NEW_RUN_LOCK says why)
     return conn.execute(
         "INSERT INTO scan_run (kind, parameters, status, shards, command) VALUES (%s, %s, 'queued', %s, %s)"
         " RETURNING id",

@@ -88,6 +88,15 @@ class Run:
             )
 
 
+#: Taken first in every transaction that inserts a scan_run row. Its trigger creates the
+#: run's partitions (schema/0150), and attaching a partition clones the foreign key to
+#: scan_run, which needs this lock: taken inside the INSERT it is an upgrade from the
+#: INSERT's ROW EXCLUSIVE, and two runs starting together (or a run starting beside a
+#: transaction that updated scan_run) deadlocked (CI rehearsal: `scan tfo-lb` died with
+#: DeadlockDetected in ensure_run_partitions). Taken first, they queue instead.
+NEW_RUN_LOCK = "LOCK TABLE scan_run IN SHARE ROW EXCLUSIVE MODE"
+
+
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
               namespace: Optional[str] = None) -> Run:
     from . import runctx, shard
@@ -102,11 +111,12 @@ def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str,
                           json.dumps(tool_versions(*packages)), spec.run_id))
         run = Run(db, spec.run_id)
     else:
+        vantage = json.dumps(vantage_description(namespace))   # before the lock: it may look up routes
         with db.connect() as conn:
+            conn.execute(NEW_RUN_LOCK)
             run_id = conn.execute(
                 "INSERT INTO scan_run (kind, parameters, vantage, tool_versions) VALUES (%s,%s,%s,%s) RETURNING id",
-                (kind, json.dumps(parameters, default=str), json.dumps(vantage_description(namespace)),
-                 json.dumps(tool_versions(*packages))),
+                (kind, json.dumps(parameters, default=str), vantage, json.dumps(tool_versions(*packages))),
             ).fetchone()[0]
         run = Run(db, run_id)
     if ctx is not None:
