@@ -46,15 +46,28 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
     return out
 
 
-def drop_run(db: Database, run_id: int) -> list[RunPartition]:
+#: a run in these states has not ended: more rows may come (a queued run is a sharded run or
+#: a campaign of rounds waiting for its next shard or round)
+NOT_ENDED = ("queued", "running")
+
+
+def drop_run(db: Database, run_id: int, exported: dict[str, int] | None = None) -> list[RunPartition]:
     """Drop ``run_id``'s partitions and delete its scan_run row (one transaction). Returns what
-    was dropped. A run still running is refused (UsageError)."""
+    was dropped. A run that has not ended is refused (UsageError). With ``exported`` (table:
+    rows written), a table holding other than that many rows of the run (rows that arrived
+    after the export) refuses the drop: the run's row is locked first (FOR UPDATE), so no
+    row referencing it can be inserted until the drop commits."""
     with db.connect() as conn:
-        row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
+        row = conn.execute("SELECT status FROM scan_run WHERE id = %s FOR UPDATE", (run_id,)).fetchone()
         if row is None:
             raise UsageError(f"--run: no scan_run with id {run_id}")
-        if row[0] == "running":
-            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
+        if row[0] in NOT_ENDED:
+            raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
+        for table, rows in (exported or {}).items():
+            now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                               (run_id,)).fetchone()[0]
+            if now != rows:
+                raise UsageError(f"run {run_id}: {table} holds {now} rows, the export wrote {rows}; nothing dropped")
         parts = run_partitions(conn, run_id)
         for p in parts:
             # DETACH first: the rows leave the parent at once, DROP then frees their files
@@ -70,18 +83,17 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
     """Export ``run_id`` into ``out_dir`` (``netsurvey export``) and, with ``drop``, drop it once
     every file is written and its row count matches the database's. Returns the manifest and
     the partitions dropped."""
-    from .export import FORMATS, export_run
+    from .export import FORMATS, check_out_dir, export_run
 
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+    check_out_dir(out_dir)
     if fmt not in FORMATS:
         raise UsageError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     with db.connect() as conn:
         row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
         if row is None:
             raise UsageError(f"--run: no scan_run with id {run_id}")
-        if drop and row[0] == "running":
-            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
+        if drop and row[0] in NOT_ENDED:
+            raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
         before = {p.table: p.rows for p in run_partitions(conn, run_id)}
     manifest = export_run(db, run_id, out_dir, fmt)
     manifest.pop("_batches", None)
@@ -90,4 +102,5 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
     if short:
         raise UsageError(f"export of run {run_id} wrote other row counts than the partitions hold ({', '.join(short)}); "
                          "nothing dropped")
-    return manifest, (drop_run(db, run_id) if drop else [])
+    exported = {f["table"]: f["rows"] for f in manifest["files"] if f["table"] != "target"}
+    return manifest, (drop_run(db, run_id, exported) if drop else [])
