@@ -27,3 +27,12 @@ BEGIN
                        k.tbl, k.conname, k.conname, regexp_replace(k.def, ' ON DELETE [A-Z]+( [A-Z]+)?', ''));
     END LOOP;
 END $$;
+
+-- Its search_path (0150: FROM CURRENT) did not name pg_temp, so a session's temporary
+-- tables came first: a writer's TEMP TABLE run_partitioned chose, with the owner's rights,
+-- the tables it partitioned. pg_temp is searched last now (PostgreSQL's advice for
+-- SECURITY DEFINER functions).
+DO $$
+BEGIN
+  EXECUTE format('ALTER FUNCTION ensure_run_partitions(bigint) SET search_path = %I, pg_temp', current_schema());
+END $$;

@@ -260,3 +260,19 @@ def test_second_opinion_infinite_timeouts_are_bad_input(db, routes_ns, argv):
     assert "timeout" in line and "finite" in line, line
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run").fetchone()[0] == runs
+
+
+def test_ensure_run_partitions_reads_no_temp_table(db):
+    """The SECURITY DEFINER function read run_partitioned unqualified with pg_temp searched
+    first: a session's temporary table of that name chose, with the owner's rights, which
+    tables it partitioned (an empty one: a run without partitions, whose rows then fail)."""
+    if not _has_roles(db):
+        pytest.skip("a server without netsurvey's roles")
+    writer = make_conninfo(db.dsn, user="netsurvey_writer")
+    with psycopg.connect(writer) as conn:
+        conn.execute("CREATE TEMP TABLE run_partitioned (table_name text, time_column text)")
+        conn.execute("GRANT SELECT ON run_partitioned TO netsurvey_owner")   # its own table: it may
+        run = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
+                            (f"tfo_probe_r{run}",)).fetchone()[0] == 1
