@@ -34,6 +34,8 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
     if conn.execute("SELECT to_regclass('run_partitioned') IS NULL").fetchone()[0]:
         return []
     out = []
+    # rows counted through the parent (pruned to the partition): the schema run_partitions
+    # is the owner's, and a writer or reader archiving (no --drop) has no USAGE on it
     for table, part, size in conn.execute(
             """SELECT p.table_name, c.relname, pg_total_relation_size(c.oid)
                FROM run_partitioned p
@@ -41,7 +43,8 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
                JOIN pg_class c ON c.oid = i.inhrelid
                WHERE c.relnamespace = 'run_partitions'::regnamespace AND c.relname = p.table_name || '_r' || %s
                ORDER BY 1""", (str(run_id),)).fetchall():
-        rows = conn.execute(sql.SQL("SELECT count(*) FROM run_partitions.{}").format(sql.Identifier(part))).fetchone()[0]
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                            (run_id,)).fetchone()[0]
         out.append(RunPartition(table, part, rows, size))
     return out
 
@@ -94,6 +97,14 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
             raise UsageError(f"--run: no scan_run with id {run_id}")
         if drop and row[0] in NOT_ENDED:
             raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
+        if drop:   # detaching and dropping partitions is the owner's: refused before anything is written
+            user, owns = conn.execute(
+                "SELECT current_user, coalesce(bool_and(pg_has_role(current_user, c.relowner, 'USAGE')), true) "
+                "FROM run_partitioned p JOIN pg_class c ON c.oid = to_regclass(p.table_name)").fetchone() \
+                if conn.execute("SELECT to_regclass('run_partitioned') IS NOT NULL").fetchone()[0] else (None, True)
+            if not owns:
+                raise UsageError(f"--drop: role {user!r} does not own the partitioned tables; archive with the "
+                                 "owner's DSN (netsurvey_owner), or without --drop")
         before = {p.table: p.rows for p in run_partitions(conn, run_id)}
     manifest = export_run(db, run_id, out_dir, fmt)
     manifest.pop("_batches", None)

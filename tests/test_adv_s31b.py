@@ -276,3 +276,25 @@ def test_ensure_run_partitions_reads_no_temp_table(db):
         conn.commit()
         assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
                             (f"tfo_probe_r{run}",)).fetchone()[0] == 1
+
+
+def test_archive_run_as_writer(db, tmp_path):
+    """As the writer (the workers' DSN) archive-run counted rows in run_partitions.<part>, a
+    schema only the owner may use: an internal error, also without --drop. Now it archives;
+    --drop (the owner's: DETACH/DROP) is refused up front, one line, nothing written, and no
+    password in the message."""
+    if not _has_roles(db):
+        pytest.skip("a server without netsurvey's roles")
+    with db.connect() as conn:
+        run = conn.execute("INSERT INTO scan_run (kind, status) VALUES ('tfo-lb', 'finished') RETURNING id").fetchone()[0]
+        conn.commit()
+    writer = make_conninfo(db.dsn, user="netsurvey_writer", password="s3cr3tpw")
+    line = _only_line(run_cli("db", "archive-run", "--run", str(run), "--out", str(tmp_path / "d"), "--drop",
+                              "--format", "csv", dsn=writer))
+    assert "--drop" in line and "s3cr3tpw" not in line and not (tmp_path / "d").exists()
+    r = run_cli("db", "archive-run", "--run", str(run), "--out", str(tmp_path / "a"), "--format", "csv", "--json",
+                dsn=writer)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "a" / "manifest.json").exists()
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (run,)).fetchone()[0] == 1
