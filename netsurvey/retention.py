@@ -54,35 +54,57 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
 NOT_ENDED = ("queued", "running")
 
 
-def drop_run(db: Database, run_id: int, exported: dict[str, int] | None = None) -> list[RunPartition]:
+#: how long the drop waits for a lock (the run's row, each parent table, scan_run itself:
+#: DROP TABLE of a partition takes ACCESS EXCLUSIVE on scan_run for its foreign key's
+#: triggers) before giving up: a shard writes all its rows in one transaction, and a drop
+#: waiting behind it kept everyone else from reading scan_run or starting a run until the
+#: shard ended
+LOCK_TIMEOUT_S = 5.0
+
+
+def drop_run(db: Database, run_id: int, exported: dict[str, int] | None = None,
+             lock_timeout_s: float = LOCK_TIMEOUT_S) -> list[RunPartition]:
     """Drop ``run_id``'s partitions and delete its scan_run row (one transaction). Returns what
     was dropped. A run that has not ended is refused (UsageError). With ``exported`` (table:
     rows written), a table holding other than that many rows of the run (rows that arrived
     after the export) refuses the drop: the run's row is locked first (FOR UPDATE), so no
     row referencing it can be inserted until the drop commits."""
     with db.connect() as conn:
-        row = conn.execute("SELECT status FROM scan_run WHERE id = %s FOR UPDATE", (run_id,)).fetchone()
-        if row is None:
-            raise UsageError(f"--run: no scan_run with id {run_id}")
-        if row[0] in NOT_ENDED:
-            raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
-        for table, rows in (exported or {}).items():
-            now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
-                               (run_id,)).fetchone()[0]
-            if now != rows:
-                raise UsageError(f"run {run_id}: {table} holds {now} rows, the export wrote {rows}; nothing dropped")
-        parts = run_partitions(conn, run_id)
-        for p in parts:
-            # DETACH first: the rows leave the parent at once, DROP then frees their files
-            conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION run_partitions.{}").format(
-                sql.Identifier(p.table), sql.Identifier(p.partition)))
-            conn.execute(sql.SQL("DROP TABLE run_partitions.{}").format(sql.Identifier(p.partition)))
-        conn.execute("DELETE FROM scan_run WHERE id = %s", (run_id,))
-        conn.commit()
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{max(1, int(lock_timeout_s * 1000))}ms")))
+        try:
+            return _drop_locked(conn, run_id, exported)
+        except psycopg.errors.LockNotAvailable:
+            conn.rollback()
+            raise UsageError(f"--drop: run {run_id}'s tables were in use by another transaction (a running scan) for "
+                             f"more than {lock_timeout_s:g} s; nothing dropped (the export stays): try again later "
+                             "or with a longer --lock-timeout-s") from None
+
+
+def _drop_locked(conn: psycopg.Connection, run_id: int, exported: dict[str, int] | None) -> list[RunPartition]:
+    """The drop, in the caller's transaction (lock_timeout set)."""
+    row = conn.execute("SELECT status FROM scan_run WHERE id = %s FOR UPDATE", (run_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"--run: no scan_run with id {run_id}")
+    if row[0] in NOT_ENDED:
+        raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
+    for table, rows in (exported or {}).items():
+        now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                           (run_id,)).fetchone()[0]
+        if now != rows:
+            raise UsageError(f"run {run_id}: {table} holds {now} rows, the export wrote {rows}; nothing dropped")
+    parts = run_partitions(conn, run_id)
+    for p in parts:
+        # DETACH first: the rows leave the parent at once, DROP then frees their files
+        conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION run_partitions.{}").format(
+            sql.Identifier(p.table), sql.Identifier(p.partition)))
+        conn.execute(sql.SQL("DROP TABLE run_partitions.{}").format(sql.Identifier(p.partition)))
+    conn.execute("DELETE FROM scan_run WHERE id = %s", (run_id,))
+    conn.commit()
     return parts
 
 
-def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) -> tuple[dict, list[RunPartition]]:
+def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool,
+                lock_timeout_s: float = LOCK_TIMEOUT_S) -> tuple[dict, list[RunPartition]]:
     """Export ``run_id`` into ``out_dir`` (``netsurvey export``) and, with ``drop``, drop it once
     every file is written and its row count matches the database's. Returns the manifest and
     the partitions dropped."""
@@ -114,4 +136,4 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
         raise UsageError(f"export of run {run_id} wrote other row counts than the partitions hold ({', '.join(short)}); "
                          "nothing dropped")
     exported = {f["table"]: f["rows"] for f in manifest["files"] if f["table"] != "target"}
-    return manifest, (drop_run(db, run_id, exported) if drop else [])
+    return manifest, (drop_run(db, run_id, exported, lock_timeout_s) if drop else [])

@@ -298,3 +298,54 @@ def test_archive_run_as_writer(db, tmp_path):
     assert (tmp_path / "a" / "manifest.json").exists()
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (run,)).fetchone()[0] == 1
+
+
+def test_archive_drop_does_not_stall_a_running_scan(db, tmp_path):
+    """A shard writes all its rows in one transaction. archive-run --drop of an old run
+    waited for it (DROP TABLE of a detached partition takes ACCESS EXCLUSIVE on scan_run, for
+    its foreign key's triggers, and the shard's rows hold a key-share lock there), and while
+    it waited nobody could read scan_run or start a run (`netsurvey runs`, every new scan)
+    until the shard ended (here: for ever). Now the drop gives up after --lock-timeout-s,
+    nothing dropped, one line, and the others go on."""
+    import time
+
+    with db.connect() as conn:
+        old = conn.execute("INSERT INTO scan_run (kind, status) VALUES ('tfo-lb', 'finished') RETURNING id").fetchone()[0]
+        live = conn.execute("INSERT INTO scan_run (kind) VALUES ('tfo-lb') RETURNING id").fetchone()[0]
+        conn.commit()
+    shard = psycopg.connect(db.dsn)   # the running scan's open transaction
+    shard.execute("INSERT INTO tfo_probe (run_id, round, hostname, address, port, status, probed_at) "
+                  "VALUES (%s, 1, 'live.test', '198.18.3.1', 443, 'success', now())", (live,))
+    e = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "db", "archive-run", "--run", str(old), "--out",
+                          str(tmp_path / "a"), "--format", "csv", "--drop", "--lock-timeout-s", "3"], cwd=REPO, env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        with db.connect() as watch:   # until the drop waits for the shard's lock on tfo_probe
+            while time.monotonic() < deadline and p.poll() is None and not watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()").fetchone()[0]:
+                watch.rollback()
+                time.sleep(0.1)
+        with psycopg.connect(db.dsn) as other:   # `netsurvey runs`, then a new scan, meanwhile
+            other.execute("SET statement_timeout = '20s'")
+            t0 = time.monotonic()
+            try:
+                other.execute("SELECT count(*) FROM scan_run").fetchone()
+                other.execute("INSERT INTO scan_run (kind) VALUES ('tfo-lb')")
+            except psycopg.errors.QueryCanceled:
+                pass
+            waited_s = time.monotonic() - t0
+            other.rollback()
+        assert waited_s < 10, f"reading scan_run and starting a run waited {waited_s:.0f} s behind the drop"
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        shard.rollback()
+        shard.close()
+    assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "nothing dropped" in err, err
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (old,)).fetchone()[0] == 1
