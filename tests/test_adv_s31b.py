@@ -192,14 +192,9 @@ PA_SINK = r'''
 import socket, sys
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((sys.argv[1], int(sys.argv[2])))
 print("ready", flush=True)
-n = 0
-u.settimeout(float(sys.argv[3]))
-try:
-    while True:
-        u.recvfrom(65535); n += 1
-except socket.timeout:
-    pass
-print(n, flush=True)
+while True:
+    u.recvfrom(65535)
+    print("datagram", flush=True)
 '''
 
 
@@ -209,6 +204,8 @@ def test_quic_second_opinion_never_follows_a_preferred_address(db, tmp_path):
     turns it off): quic-second-opinion sent datagrams to an address that is no target."""
     if os.geteuid() != 0:
         pytest.skip("needs root (a network namespace)")
+    import time
+
     ns, target, other, port = "nsadv31b-q", "198.18.77.1", "198.18.77.2", 4433
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -224,7 +221,7 @@ def test_quic_second_opinion_never_follows_a_preferred_address(db, tmp_path):
                         "-addext", "subjectAltName=DNS:pa.test"], check=True, capture_output=True)
         server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SERVER, target, str(port), other,
                                    str(cert), str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sink = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SINK, other, str(port), "25"],
+        sink = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SINK, other, str(port)],
                                 stdout=subprocess.PIPE, text=True)
         procs = [server, sink]
         assert server.stdout.readline().strip() == "ready", server.stderr.read()
@@ -232,8 +229,9 @@ def test_quic_second_opinion_never_follows_a_preferred_address(db, tmp_path):
         r = run_cli("scan", "quic-second-opinion", "--target", f"pa.test={target}", "--port", str(port),
                     "--timeout", "3", "--json", dsn=db.dsn, netns=ns, timeout=120)
         assert r.returncode == 0, r.stderr[-2000:]
-        sink.wait(timeout=60)
-        datagrams = int(sink.stdout.read().strip().splitlines()[-1])
+        time.sleep(1)
+        sink.kill()
+        datagrams = sink.stdout.read().count("datagram")
         with db.connect() as conn:   # the client did reach the target (the check is not vacuous)
             facts = {f: (v, e) for f, v, e in conn.execute("SELECT fact, value, error FROM quic_second_opinion")}
         assert facts["vn_versions"][0] and facts["new_token_count"][0] is not None, facts
