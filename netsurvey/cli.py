@@ -107,12 +107,16 @@ def db_archive_run(
     out_dir: Path = typer.Option(..., "--out", help="New or empty directory for the files and manifest.json."),
     fmt: str = typer.Option("parquet", "--format", help="jsonl, parquet or csv (as netsurvey export)."),
     drop: bool = typer.Option(False, "--drop", help="Then drop the run's partitions and its scan_run row."),
+    lock_timeout_s: float = typer.Option(5.0, "--lock-timeout-s", help="With --drop: seconds to wait for tables "
+                                         "another transaction (a running scan) holds, then give up (nothing dropped)."),
     as_json: bool = typer.Option(False, "--json", help="Print what was written and dropped as JSON."),
 ) -> None:
     """Export one run (netsurvey export) and, with --drop, drop its partitions (docs/retention.md)."""
+    from .config import finite
     from .retention import archive_run
 
-    manifest, dropped = archive_run(migrated_db(), run, out_dir, fmt, drop)
+    finite(lock_timeout_s, "--lock-timeout-s", positive=True)
+    manifest, dropped = archive_run(migrated_db(), run, out_dir, fmt, drop, lock_timeout_s)
     if as_json:
         print(json.dumps({"out": str(out_dir), "files": [{k: f[k] for k in ("table", "file", "rows", "sha256")}
                                                          for f in manifest["files"]],

@@ -317,6 +317,32 @@ def exporter_versions(conn: psycopg.Connection, fmt: str) -> dict:
 
 
 # -- the command -------------------------------------------------------------------------
+def check_out_dir(out_dir: Path) -> None:
+    """``--out`` must be a new or an empty directory that can be made where it is named:
+    refused (UsageError) before anything is written, also below a file, through a dangling
+    or looping symbolic link, or with a name longer than the file system takes."""
+    try:
+        if out_dir.is_symlink() and not out_dir.exists():
+            raise UsageError(f"--out: {out_dir} is a symbolic link to nothing (dangling or a loop)")
+        if out_dir.exists():
+            if not out_dir.is_dir() or any(out_dir.iterdir()):
+                raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+            return
+        for parent in out_dir.absolute().parents:
+            if parent.is_symlink() and not parent.exists():
+                raise UsageError(f"--out: {parent} is a symbolic link to nothing (dangling or a loop)")
+            if parent.exists():
+                if not parent.is_dir():
+                    raise UsageError(f"--out: {parent} is not a directory")
+                name_max = os.pathconf(parent, "PC_NAME_MAX")
+                below = out_dir.absolute().relative_to(parent).parts
+                if any(len(os.fsencode(part)) > name_max for part in below):
+                    raise UsageError(f"--out: a name in {out_dir} is longer than {name_max} bytes")
+                break
+    except OSError as exc:
+        raise UsageError(f"--out: {out_dir}: {exc.strerror or exc}") from None
+
+
 def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Sequence[str] = (),
                batch_rows: int = BATCH_ROWS) -> dict:
     """Write the run's rows and ``manifest.json`` into ``out_dir``; returns the manifest.
@@ -330,8 +356,7 @@ def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Seque
             import pyarrow.parquet  # noqa: F401
         except ImportError:
             raise UsageError("--format parquet needs pyarrow (pip install pyarrow)") from None
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+    check_out_dir(out_dir)
     with db.connect() as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
@@ -353,7 +378,10 @@ def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Seque
             if isinstance(tlist.get("top"), int):
                 where = sql.SQL("{} AND rank <= {}").format(where, sql.Literal(tlist["top"]))
             jobs.append(("target", where))
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--out: {out_dir}: {exc.strerror or exc}") from None
         results: list[TableExport] = []
         try:
             for relation, where in jobs:

@@ -34,6 +34,8 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
     if conn.execute("SELECT to_regclass('run_partitioned') IS NULL").fetchone()[0]:
         return []
     out = []
+    # rows counted through the parent (pruned to the partition): the schema run_partitions
+    # is the owner's, and a writer or reader archiving (no --drop) has no USAGE on it
     for table, part, size in conn.execute(
             """SELECT p.table_name, c.relname, pg_total_relation_size(c.oid)
                FROM run_partitioned p
@@ -41,47 +43,90 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
                JOIN pg_class c ON c.oid = i.inhrelid
                WHERE c.relnamespace = 'run_partitions'::regnamespace AND c.relname = p.table_name || '_r' || %s
                ORDER BY 1""", (str(run_id),)).fetchall():
-        rows = conn.execute(sql.SQL("SELECT count(*) FROM run_partitions.{}").format(sql.Identifier(part))).fetchone()[0]
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                            (run_id,)).fetchone()[0]
         out.append(RunPartition(table, part, rows, size))
     return out
 
 
-def drop_run(db: Database, run_id: int) -> list[RunPartition]:
+#: a run in these states has not ended: more rows may come (a queued run is a sharded run or
+#: a campaign of rounds waiting for its next shard or round)
+NOT_ENDED = ("queued", "running")
+
+
+#: how long the drop waits for a lock (the run's row, each parent table, scan_run itself:
+#: DROP TABLE of a partition takes ACCESS EXCLUSIVE on scan_run for its foreign key's
+#: triggers) before giving up: a shard writes all its rows in one transaction, and a drop
+#: waiting behind it kept everyone else from reading scan_run or starting a run until the
+#: shard ended
+LOCK_TIMEOUT_S = 5.0
+
+
+def drop_run(db: Database, run_id: int, exported: dict[str, int] | None = None,
+             lock_timeout_s: float = LOCK_TIMEOUT_S) -> list[RunPartition]:
     """Drop ``run_id``'s partitions and delete its scan_run row (one transaction). Returns what
-    was dropped. A run still running is refused (UsageError)."""
+    was dropped. A run that has not ended is refused (UsageError). With ``exported`` (table:
+    rows written), a table holding other than that many rows of the run (rows that arrived
+    after the export) refuses the drop: the run's row is locked first (FOR UPDATE), so no
+    row referencing it can be inserted until the drop commits."""
     with db.connect() as conn:
-        row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
-        if row is None:
-            raise UsageError(f"--run: no scan_run with id {run_id}")
-        if row[0] == "running":
-            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
-        parts = run_partitions(conn, run_id)
-        for p in parts:
-            # DETACH first: the rows leave the parent at once, DROP then frees their files
-            conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION run_partitions.{}").format(
-                sql.Identifier(p.table), sql.Identifier(p.partition)))
-            conn.execute(sql.SQL("DROP TABLE run_partitions.{}").format(sql.Identifier(p.partition)))
-        conn.execute("DELETE FROM scan_run WHERE id = %s", (run_id,))
-        conn.commit()
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{max(1, int(lock_timeout_s * 1000))}ms")))
+        try:
+            return _drop_locked(conn, run_id, exported)
+        except psycopg.errors.LockNotAvailable:
+            conn.rollback()
+            raise UsageError(f"--drop: run {run_id}'s tables were in use by another transaction (a running scan) for "
+                             f"more than {lock_timeout_s:g} s; nothing dropped (the export stays): try again later "
+                             "or with a longer --lock-timeout-s") from None
+
+
+def _drop_locked(conn: psycopg.Connection, run_id: int, exported: dict[str, int] | None) -> list[RunPartition]:
+    """The drop, in the caller's transaction (lock_timeout set)."""
+    row = conn.execute("SELECT status FROM scan_run WHERE id = %s FOR UPDATE", (run_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"--run: no scan_run with id {run_id}")
+    if row[0] in NOT_ENDED:
+        raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
+    for table, rows in (exported or {}).items():
+        now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                           (run_id,)).fetchone()[0]
+        if now != rows:
+            raise UsageError(f"run {run_id}: {table} holds {now} rows, the export wrote {rows}; nothing dropped")
+    parts = run_partitions(conn, run_id)
+    for p in parts:
+        # DETACH first: the rows leave the parent at once, DROP then frees their files
+        conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION run_partitions.{}").format(
+            sql.Identifier(p.table), sql.Identifier(p.partition)))
+        conn.execute(sql.SQL("DROP TABLE run_partitions.{}").format(sql.Identifier(p.partition)))
+    conn.execute("DELETE FROM scan_run WHERE id = %s", (run_id,))
+    conn.commit()
     return parts
 
 
-def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) -> tuple[dict, list[RunPartition]]:
+def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool,
+                lock_timeout_s: float = LOCK_TIMEOUT_S) -> tuple[dict, list[RunPartition]]:
     """Export ``run_id`` into ``out_dir`` (``netsurvey export``) and, with ``drop``, drop it once
     every file is written and its row count matches the database's. Returns the manifest and
     the partitions dropped."""
-    from .export import FORMATS, export_run
+    from .export import FORMATS, check_out_dir, export_run
 
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise UsageError(f"--out: {out_dir} exists and is not an empty directory")
+    check_out_dir(out_dir)
     if fmt not in FORMATS:
         raise UsageError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     with db.connect() as conn:
         row = conn.execute("SELECT status FROM scan_run WHERE id = %s", (run_id,)).fetchone()
         if row is None:
             raise UsageError(f"--run: no scan_run with id {run_id}")
-        if drop and row[0] == "running":
-            raise UsageError(f"--run: run {run_id} is still running; archive it once it ended")
+        if drop and row[0] in NOT_ENDED:
+            raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
+        if drop:   # detaching and dropping partitions is the owner's: refused before anything is written
+            user, owns = conn.execute(
+                "SELECT current_user, coalesce(bool_and(pg_has_role(current_user, c.relowner, 'USAGE')), true) "
+                "FROM run_partitioned p JOIN pg_class c ON c.oid = to_regclass(p.table_name)").fetchone() \
+                if conn.execute("SELECT to_regclass('run_partitioned') IS NOT NULL").fetchone()[0] else (None, True)
+            if not owns:
+                raise UsageError(f"--drop: role {user!r} does not own the partitioned tables; archive with the "
+                                 "owner's DSN (netsurvey_owner), or without --drop")
         before = {p.table: p.rows for p in run_partitions(conn, run_id)}
     manifest = export_run(db, run_id, out_dir, fmt)
     manifest.pop("_batches", None)
@@ -90,4 +135,5 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool) 
     if short:
         raise UsageError(f"export of run {run_id} wrote other row counts than the partitions hold ({', '.join(short)}); "
                          "nothing dropped")
-    return manifest, (drop_run(db, run_id) if drop else [])
+    exported = {f["table"]: f["rows"] for f in manifest["files"] if f["table"] != "target"}
+    return manifest, (drop_run(db, run_id, exported, lock_timeout_s) if drop else [])

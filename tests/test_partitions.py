@@ -103,7 +103,9 @@ def test_a_database_with_rows_is_converted_in_place(empty_db, tmp_path):
     with empty_db.connect() as conn:
         old = {r[0]: r for r in conn.execute(catalog)}
         old_views = conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall()
-    assert empty_db.migrate()[:2] == ["0150_partition_by_run.sql", "0151_tfo_lb_new_address_window.sql"]  # and on
+    # 0150 alone: later migrations add tables of their own (0161, 0163) and columns
+    shutil.copy(next(p for p in migration_files() if p.name.startswith("0150_")), before)
+    assert empty_db.migrate(before) == ["0150_partition_by_run.sql"]
     with empty_db.connect() as conn:
         new = {r[0]: r for r in conn.execute(catalog)}
         assert conn.execute("SELECT * FROM tfo_lb_host ORDER BY hostname").fetchall() == old_views
@@ -115,6 +117,7 @@ def test_a_database_with_rows_is_converted_in_place(empty_db, tmp_path):
             assert new[name][1] == "p" and new[name][2].startswith(row[2]) and "Partitioned by run" in new[name][2]
             want = (row[0], "p", new[name][2], *row[3:])
         assert new[name] == want, name
+    assert empty_db.migrate()[:1] == ["0151_tfo_lb_new_address_window.sql"]  # and on
 
 
 def test_archive_run_exports_then_drops_only_that_run(db, tmp_path):

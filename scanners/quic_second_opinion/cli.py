@@ -34,6 +34,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .scanner import CLIENT, Options, QuicSecondOpinionScanner
 
+        from netsurvey.config import finite
+
+        finite(timeout_s, "--timeout", positive=True)   # inf: int(inf) in every client run
         if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:
             raise UsageError("--timeout must be positive, --concurrency at least 1, --port 1..65535")
         if not os.access(CLIENT, os.X_OK):

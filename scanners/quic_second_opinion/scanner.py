@@ -196,8 +196,11 @@ class QuicSecondOpinionScanner(Scanner):
         """One client run; (its log, None) or ('', why it failed to run)."""
         host = t.hostname or t.address
         uri = f"https://{host}:{t.port}/" if ":" not in host else f"https://[{host}]:{t.port}/"
-        argv = [self.options.client, "--exit-on-all-streams-close", f"--timeout={max(1, int(self.options.timeout_s))}s",
-                *extra, t.address, str(t.port), uri]
+        # --no-preferred-addr: by default the client moves to the address a server's
+        # preferred_address transport parameter names (RFC 9000 9.6), any address, a blocked
+        # one too, unpaced (session-31 adversary: 4 datagrams to a non-target address)
+        argv = [self.options.client, "--exit-on-all-streams-close", "--no-preferred-addr",
+                f"--timeout={max(1, int(self.options.timeout_s))}s", *extra, t.address, str(t.port), uri]
         try:
             p = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                      stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -54,6 +54,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .testssl import testbed_only, version as testssl_version
 
+        from netsurvey.config import finite
+
+        for value, option in ((timeout_s, "--timeout"), (testssl_timeout_s, "--testssl-timeout"),
+                              (sslyze_timeout_s, "--sslyze-timeout")):
+            finite(value, option, positive=True)   # inf: int(inf) for testssl.sh, not JSON in the run's parameters
         if not timeout_s > 0 or not testssl_timeout_s > 0 or not sslyze_timeout_s > 0 or concurrency < 1 \
                 or not 0 < port < 65536:
             raise UsageError("--timeout/--testssl-timeout/--sslyze-timeout must be positive, --concurrency at least 1, "

@@ -153,6 +153,17 @@ def parse(findings: list[dict], noted: list[str]) -> list[tuple[str, Optional[st
 GATE_SOURCE = Path(__file__).resolve().parent / "connectgate.c"
 
 
+def _ours(path: Path) -> bool:
+    """Whether ``path`` exists, is this user's and nobody else may write it."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    import stat
+
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+
+
 def gate_library() -> Path:
     """connectgate.c built once per source version (gcc, scripts/install.sh) into the cache."""
     import hashlib
@@ -162,12 +173,21 @@ def gate_library() -> Path:
     tag = hashlib.sha256(src).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netsurvey"
     lib = cache / f"connectgate-{tag}.so"
-    if lib.exists():
+    # the library is preloaded into every process testssl.sh starts: only one of this user's,
+    # in a folder only this user may write, is used (a cache in a shared folder such as /tmp:
+    # another user could plant it); otherwise it is built into a private temporary folder
+    made_by = next((a for a in (cache, *cache.parents) if a.exists() or a.is_symlink()), cache)   # what exists
+    if not _ours(made_by):
+        import tempfile
+
+        cache = Path(tempfile.mkdtemp(prefix="netsurvey-gate-"))
+        lib = cache / f"connectgate-{tag}.so"
+    if lib.exists() and _ours(lib):
         return lib
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         raise RuntimeError("gcc not found (scripts/install.sh): it builds connectgate.c, which paces testssl.sh")
-    cache.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(mode=0o755, parents=True, exist_ok=True)
     tmp = lib.with_suffix(f".{os.getpid()}.tmp")
     r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(GATE_SOURCE), "-ldl"],
                        capture_output=True, text=True)
