@@ -195,3 +195,42 @@ def test_fig_3_3_view_gives_what_the_correlated_subquery_gave(db):
         new = conn.execute("SELECT * FROM tfo_lb_new_address ORDER BY 1, 2").fetchall()
     assert len(old) > 10 and any(r[3] not in (0, r[2]) for r in old)
     assert new == old
+
+
+def test_runs_started_together_beside_a_writer_do_not_deadlock(db):
+    """Eight runs started at once (each creates its partitions in scan_run's trigger), while
+    another transaction has updated scan_run and writes rows: every run is created, none
+    dies of DeadlockDetected (the CI rehearsal's `scan tfo-lb` did, before runs.NEW_RUN_LOCK)."""
+    import threading
+
+    from netsurvey.runs import start_run
+
+    first = start_run(db, "tfo", {"n": 0})
+    errors: list[BaseException] = []
+    made: list[int] = []
+    go = threading.Barrier(9)
+
+    def starter(i):
+        try:
+            go.wait()
+            made.append(start_run(db, "tfo", {"n": i}).id)
+        except BaseException as exc:   # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=starter, args=(i,)) for i in range(1, 9)]
+    for t in threads:
+        t.start()
+    with db.connect() as conn:   # a writer of the first run: updated scan_run, then writes rows
+        conn.execute("UPDATE scan_run SET counts = '{\"x\": 1}' WHERE id = %s", (first.id,))
+        go.wait()
+        import time as _t
+        _t.sleep(1.5)            # the starters queue behind this transaction meanwhile
+        conn.execute("INSERT INTO tfo_probe (run_id, hostname, address, port, status, probed_at) "
+                     "VALUES (%s, 'a.test', '198.18.2.1', 443, 'success', now())", (first.id,))
+    for t in threads:
+        t.join(60)
+    assert errors == [], errors
+    assert len(made) == 8
+    with db.connect() as conn:
+        parts = conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'tfo_probe'::regclass").fetchone()[0]
+    assert parts >= 9
