@@ -68,8 +68,9 @@ class TargetPolicy:
     #: address text -> reason (or None); scanners ask again for every packet to the same
     #: few servers, and a decision costs ~20 us of ipaddress work. Bounded, cleared when full.
     _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    #: the namespace's routes, read once on the first special-purpose address (routes.py)
-    _routes: list = field(default_factory=list, init=False, repr=False, compare=False)
+    #: computed once, on first use: 'opened' (the special-purpose ranges the allow-list
+    #: opens) and 'routes' (the namespace's RouteTable, routes.py)
+    _lazy: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, cfg: EtiquetteConfig) -> "TargetPolicy":
@@ -133,15 +134,15 @@ class TargetPolicy:
 
     def _opened(self) -> list:
         """The special-purpose ranges the allow-list opens (the others are blocked)."""
-        if not self._routes:
-            self._routes.append([r for r in RESERVED if any(a.version == r.version and a.subnet_of(r) for a in self.allow)])
-        return self._routes[0]
+        if "opened" not in self._lazy:
+            self._lazy["opened"] = [r for r in RESERVED if any(a.version == r.version and a.subnet_of(r)
+                                                               for a in self.allow)]
+        return self._lazy["opened"]
 
     def _route_table(self) -> RouteTable:
-        if len(self._routes) < 2:
-            self._opened()
-            self._routes.append(RouteTable.snapshot())
-        return self._routes[1]
+        if "routes" not in self._lazy:
+            self._lazy["routes"] = RouteTable.snapshot()
+        return self._lazy["routes"]
 
     def allowed(self, address: str) -> bool:
         return self.reason_blocked(address) is None
