@@ -234,3 +234,25 @@ def test_runs_started_together_beside_a_writer_do_not_deadlock(db):
     with db.connect() as conn:
         parts = conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'tfo_probe'::regclass").fetchone()[0]
     assert parts >= 9
+
+
+def test_the_writer_role_may_take_the_new_run_lock(db):
+    """Workers start runs with the writer's DSN: runs.NEW_RUN_LOCK (SHARE ROW EXCLUSIVE on
+    scan_run) needs its UPDATE privilege, and the run's partitions come with the INSERT."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from netsurvey.runs import NEW_RUN_LOCK
+
+    with db.connect() as conn:
+        if conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'netsurvey_writer'").fetchone()[0] == 0:
+            import pytest
+
+            pytest.skip("a server without netsurvey's roles")
+    with psycopg.connect(make_conninfo(db.dsn, user="netsurvey_writer")) as conn:
+        conn.execute(NEW_RUN_LOCK)
+        run_id = conn.execute("INSERT INTO scan_run (kind) VALUES ('tfo') RETURNING id").fetchone()[0]
+    with db.connect() as conn:
+        n = conn.execute("SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                         "WHERE c.relname = %s", (f"tfo_probe_r{run_id}",)).fetchone()[0]
+    assert n == 1
