@@ -81,11 +81,77 @@ class NameStream:
         return self
 
     def address_literals(self) -> list[ScanTarget]:
-        """The targets whose name is an address literal (the policy can judge only these
-        before resolution), read in SQL for the list."""
+        """The targets the policy can judge before resolution: names that are address
+        literals (read in SQL for the list) and ``extra`` targets given with an address or
+        as one."""
         listed = self.names.address_literals() if self.names is not None else []
         return [ScanTarget(t.hostname, None, self.port, t.rank) for t in listed] + \
-            [t for t in self.extra if t.hostname and (t.hostname.replace(".", "").isdigit() or ":" in t.hostname)]
+            [t for t in self.extra if t.address or _is_address(t.hostname)]
+
+
+def _is_address(text: Optional[str]) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text or "")
+        return True
+    except ValueError:
+        return False
+
+
+#: Names resolved together by :class:`ResolvingStream` (two batches are held at once).
+RESOLVE_BATCH = 2_000
+
+ResolveBatch = Callable[[list[ScanTarget]], tuple[list[ScanTarget], list["ScanOutcome"]]]
+
+
+class ResolvingStream:
+    """Targets without an address (a :class:`NameStream`) -> targets with addresses,
+    resolved ``RESOLVE_BATCH`` names at a time while the scan reads it (issue 26: resolving
+    a whole list up front held every name, its answer and its targets before the first
+    probe). ``resolve`` maps one batch of address-less targets to (targets with an address,
+    RESOLUTION_FAILED outcomes) - each measurement says which addresses it probes; it runs
+    in a helper thread (with its own event loop if it needs one) while the batch before is
+    probed. Targets that already have an address pass through. Failed names go to
+    ``on_failed`` as they are found. ``len()`` is the number of names (counted in SQL for a
+    list); the dry-run plan reads the names, unresolved (:meth:`plan_view`): a dry run
+    resolves nothing. Iterating again resolves again (a new round asks afresh)."""
+
+    def __init__(self, names, resolve: ResolveBatch):
+        self.names, self.resolve = names, resolve
+        self.on_failed: Callable[["ScanOutcome"], None] = lambda o: None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def plan_view(self):
+        return self.names.plan_view() if hasattr(self.names, "plan_view") else self.names
+
+    def _resolve(self, batch: list[ScanTarget]) -> tuple[list[ScanTarget], list["ScanOutcome"]]:
+        fixed = [t for t in batch if t.address]
+        todo = [t for t in batch if not t.address]
+        if not todo:
+            return fixed, []
+        out, failed = self.resolve(todo)
+        return fixed + list(out), list(failed)
+
+    def __iter__(self) -> Iterator[ScanTarget]:
+        import itertools
+        from concurrent.futures import ThreadPoolExecutor
+
+        names = iter(self.names)
+        n = RESOLVE_BATCH
+        with ThreadPoolExecutor(1, thread_name_prefix="resolve") as pool:
+            batch = list(itertools.islice(names, n))
+            fut = pool.submit(self._resolve, batch) if batch else None
+            while fut is not None:
+                batch = list(itertools.islice(names, n))
+                nxt = pool.submit(self._resolve, batch) if batch else None
+                out, failed = fut.result()
+                for o in failed:
+                    self.on_failed(o)
+                yield from out
+                fut = nxt
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,7 @@ def test_a_list_streamed_in_chunks_keeps_one_probe_per_address(db, testbed, tmp_
     names = [f"n{i}.tlsbench.example.test" for i in range(20)] + ["nxdomain-x.example.test"]
     import_list(db, tmp_path, names, name="chunks")
     code = ("import runpy, sys; import scanners.tfo.scanner as s; s.TfoScanner.chunk = 7; "
-            "import scanners.tfo.survey as v; v.RESOLVE_BATCH = 5; "
+            "import netsurvey.scanning as v; v.RESOLVE_BATCH = 5; "
             "sys.argv = ['netsurvey'] + sys.argv[1:]; runpy.run_module('netsurvey.cli', run_name='__main__')")
     r = run_cli("testbed", "exec", "--", sys.executable, "-c", code, "--dsn", db.dsn, "scan", "tfo", "--list", "chunks",
                 "--port", "443", "--cooldown", "0.3", "--json", dsn=db.dsn, timeout=120)

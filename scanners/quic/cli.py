@@ -59,34 +59,45 @@ def parse_target(text: str, default_port: int) -> tuple[Optional[str], Optional[
     return host, addr, port_n
 
 
-def _targets(list_name: Optional[str], top: Optional[int], target: list[str], port: int) -> list[ScanTarget]:
-    """Resolve the list (A and AAAA) and --target entries into one ScanTarget per address;
-    a name without addresses becomes a target with address None (stored as resolution-failed)."""
-    from netsurvey.resolve import resolve_many
-    from netsurvey.targets import select_targets
+def _target_stream(list_name: Optional[str], top: Optional[int], target: list[str], port: int):
+    """The list (A and AAAA) and --target entries as a stream of ScanTargets, one per
+    address (issue 26): the list's names are read from the database and resolved batch by
+    batch while the scan goes; a name without addresses goes to the stream's ``on_failed``
+    (stored as resolution-failed). A dry run resolves nothing."""
+    from netsurvey.scanning import NameStream, ResolvingStream
+    from netsurvey.targets import stream_targets
 
     if not list_name and not target:
         raise UsageError("give --list NAME or --target")
     if port <= 0 or port > 65535:
         raise UsageError("--port must be in 1..65535")
-    named: list[tuple[Optional[int], str, int]] = []
+    extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
+    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    return ResolvingStream(NameStream(listed, port, extra), _resolve_batch)
+
+
+def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
+    """Every A and AAAA address of each name (each target keeps its own port)."""
+    from netsurvey.resolve import resolve_many
+
+    res = asyncio.run(resolve_many([t.hostname for t in batch]))
+    out, failed = [], []
+    for t in batch:
+        addrs = res[t.hostname].addresses
+        if not addrs:
+            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
+        out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
+    return out, failed
+
+
+def _targets(list_name: Optional[str], top: Optional[int], target: list[str], port: int) -> list[ScanTarget]:
+    """:func:`_target_stream` as a list (quic-turnover keeps its targets in the run's
+    parameters for --resume); a name without addresses is a target with address None."""
+    stream = _target_stream(list_name, top, target, port)
     out: list[ScanTarget] = []
-    for spec in target:
-        host, addr, p = parse_target(spec, port)
-        if addr is None:
-            named.append((None, host, p))
-        else:
-            out.append(ScanTarget(host, addr, p, None))
-    if list_name:
-        named += [(t.rank, t.hostname, port) for t in select_targets(migrated_db(), list_name, top)]
-    if named:
-        res = asyncio.run(resolve_many([h for _, h, _ in named]))
-        for rank, host, p in named:
-            r = res[host]
-            if not r.addresses:
-                out.append(ScanTarget(host, None, p, rank))
-            for a in r.addresses:
-                out.append(ScanTarget(host, a, p, rank))
+    stream.on_failed = lambda o: out.append(o.target)
+    for t in stream:
+        out.append(t)
     return out
 
 
@@ -162,10 +173,14 @@ def _run_inner(scanner, targets: list[ScanTarget], store_fn, concurrency: int, a
         counts[o.status.value] = counts.get(o.status.value, 0) + 1
         store_fn(o)
 
-    for t in targets:
-        if t.address is None:
-            store(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
-    resolved = [t for t in targets if t.address is not None]
+    if hasattr(targets, "on_failed"):   # a stream: names without address come out as it is read
+        targets.on_failed = store
+        resolved = targets
+    else:
+        for t in targets:
+            if t.address is None:
+                store(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
+        resolved = [t for t in targets if t.address is not None]
     asyncio.run(run_scan(scanner, resolved, store, concurrency=concurrency, show_progress=not as_json))
     return counts
 
@@ -201,7 +216,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         elif zmap:
             raise UsageError("--zmap needs --cidr")
         else:
-            targets = _targets(list_name, top, target, port)
+            targets = _target_stream(list_name, top, target, port)
         ctx = open_scan("quic-discover", {"list": list_name, "top": top, "target": target, "port": port,
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
                         packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
@@ -231,7 +246,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout_s = parse_duration(timeout, "--timeout")
         if concurrency <= 0:
             raise UsageError("--concurrency must be positive")
-        targets = _targets(list_name, top, target, port)
+        targets = _target_stream(list_name, top, target, port)
         ctx = open_scan("quic", {"list": list_name, "top": top, "target": target, "port": port,
                                  "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",),
                         targets=targets, concurrency=concurrency)

@@ -45,6 +45,10 @@ class DiscoverOptions:
     port: int = 443
 
 
+#: Names whose HTTPS record QuicDiscoverScanner keeps (oldest dropped first).
+HTTPS_CACHE = 4096
+
+
 class QuicDiscoverScanner(Scanner):
     name = "quic-discover"
 
@@ -56,8 +60,14 @@ class QuicDiscoverScanner(Scanner):
         self._ua = user_agent(ctx.config.etiquette)
 
     async def _https_rr(self, hostname: str):
+        """The name's HTTPS record, asked once for all its addresses (a name's addresses come
+        together from the stream; the cache keeps the last ``HTTPS_CACHE`` names: bounded
+        memory over a whole list, issue 26)."""
         if hostname not in self._https_cache:
-            self._https_cache[hostname] = await https_record_alpn(self._resolver, hostname)
+            answer = await https_record_alpn(self._resolver, hostname)
+            if len(self._https_cache) >= HTTPS_CACHE:
+                self._https_cache.pop(next(iter(self._https_cache)))
+            self._https_cache[hostname] = answer
         return self._https_cache[hostname]
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:

@@ -8,10 +8,10 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-import itertools
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from netsurvey.resolve import resolve_many
+from netsurvey import scanning
 from netsurvey.scanning import ScanContext, ScanOutcome, ScanStatus, ScanTarget, run_scan
 from netsurvey.targets import Target
 from netsurvey.writer import ResultWriter
@@ -47,49 +47,14 @@ def resolve_targets(targets: Sequence[Target], port: int, all_addresses: bool,
     return out, failed
 
 
-#: Names resolved together by :class:`ResolvingStream` (two batches are held at once).
-RESOLVE_BATCH = 2_000
-
-
-class ResolvingStream:
-    """Names of a list -> ScanTargets, resolved ``RESOLVE_BATCH`` names at a time while the
-    scan reads it (issue 26: resolving a 1M-name list up front held every name, its
-    Resolution and its ScanTarget before the first SYN). The next batch is resolved in a
-    helper thread while the current one is probed; names without an address go to
-    ``on_failed`` (RESOLUTION_FAILED outcomes) as they are found. ``len()`` is the number
-    of names (counted in SQL for a :class:`~netsurvey.targets.TargetStream`)."""
+class ResolvingStream(scanning.ResolvingStream):
+    """The list's names -> ScanTargets as the scan reads them (the core's
+    :class:`~netsurvey.scanning.ResolvingStream`), with TFO's choice of addresses: the first
+    A address, or every A and AAAA address (``all_addresses``)."""
 
     def __init__(self, names: Iterable[Target], port: int, all_addresses: bool,
                  nameservers: Optional[list[str]] = None):
-        self.names, self.port, self.all_addresses, self.nameservers = names, port, all_addresses, nameservers
-        self.on_failed: Callable[[ScanOutcome], None] = lambda o: None
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def plan_view(self):
-        """What the dry-run plan reads: the names, unresolved (a dry run contacts nothing)."""
-        return self.names
-
-    def _resolve(self, batch: list[Target]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-        return resolve_targets(batch, self.port, self.all_addresses, self.nameservers)
-
-    def __iter__(self) -> Iterator[ScanTarget]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        names = iter(self.names)
-        n = RESOLVE_BATCH
-        with ThreadPoolExecutor(1, thread_name_prefix="tfo-resolve") as pool:
-            batch = list(itertools.islice(names, n))
-            fut = pool.submit(self._resolve, batch) if batch else None
-            while fut is not None:
-                batch = list(itertools.islice(names, n))
-                nxt = pool.submit(self._resolve, batch) if batch else None
-                out, failed = fut.result()
-                for o in failed:
-                    self.on_failed(o)
-                yield from out
-                fut = nxt
+        super().__init__(names, lambda batch: resolve_targets(batch, port, all_addresses, nameservers))
 
 
 def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget], failed: Sequence[ScanOutcome],

@@ -53,6 +53,30 @@ def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> 
     return out
 
 
+def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str], port: int, ipv6: bool):
+    """--list/--top and --target HOST[=ADDR] as a stream of targets (scan tls, issue 26):
+    the list's names read from the database and resolved batch by batch as the scan goes."""
+    from netsurvey.clictx import migrated_db
+    from netsurvey.scanning import NameStream, ScanTarget
+    from netsurvey.targets import stream_targets
+
+    from .survey import parse_target_spec, target_stream
+
+    if not list_name and not targets:
+        raise UsageError("give --list NAME or at least one --target HOST[=ADDRESS]")
+    if top is not None and not list_name:
+        raise UsageError("--top needs --list")
+    extra = []
+    for spec in targets:
+        try:
+            h, a = parse_target_spec(spec)
+        except ValueError as exc:
+            raise UsageError(f"--target: {exc}") from None
+        extra.append(ScanTarget(h, a, port, None))
+    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    return target_stream(NameStream(listed, port, extra), port, ipv6)
+
+
 def _positive(name: str, v: float) -> float:
     if not v > 0:
         raise UsageError(f"{name} must be positive")
@@ -100,9 +124,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             _positive("--deadline", deadline)
         if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or not 0 <= interval < float("inf"):
             raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
-        hosts = _hosts(list_name, top, target)
         if tls13_request not in ("HEAD", "GET"):
             raise UsageError("--tls13-request must be HEAD or GET")
+        hosts = _host_stream(list_name, top, target, port, ipv6)
         opts = TlsOptions(versions=versions, port=port, timeout=timeout, deadline=deadline, verify=not no_verify,
                           check_resumption=not no_check_resumption, ipv6=ipv6, tls13_request=tls13_request)
         runs = []

@@ -11,7 +11,7 @@ from typing import Optional
 
 from netsurvey.clictx import open_scan
 from netsurvey.errors import UsageError
-from netsurvey.scanning import ScanTarget, run_scan
+from netsurvey.scanning import ResolvingStream, ScanTarget, run_scan
 from netsurvey.writer import ResultWriter
 
 from .lifetime import LifetimeOptions, LifetimeProbe
@@ -38,25 +38,26 @@ def _resumption_row(run_id: int, a: ResumptionAttempt) -> tuple:
             dt.datetime.now(dt.timezone.utc))
 
 
-def run_survey(hosts: Hosts, opts: TlsOptions, *, concurrency: int = 100, list_name: Optional[str] = None) -> dict:
-    """One survey round; returns a summary (run id, counts per status)."""
-    params = {"list": list_name, "hosts": len(hosts), **{k: v for k, v in opts.__dict__.items()}}
-    ctx = open_scan("tls", params, packages=("cryptography",), targets=_plan(hosts, opts.port),
-                    concurrency=concurrency)
+def run_survey(targets: ResolvingStream, opts: TlsOptions, *, concurrency: int = 100,
+               list_name: Optional[str] = None) -> dict:
+    """One survey round over ``targets`` (:func:`survey.target_stream`: the names are read,
+    resolved and probed batch by batch, issue 26); returns a summary (run id, counts per status)."""
+    params = {"list": list_name, "hosts": len(targets), **{k: v for k, v in opts.__dict__.items()}}
+    ctx = open_scan("tls", params, packages=("cryptography",), targets=targets, concurrency=concurrency)
     scanner = TlsScanner()
     scanner.init(opts, ctx)
+    failed = {"n": 0}
     try:
         with handshake_writer(ctx.db) as w:
-            async def go():
-                targets, failed = await expand_targets(hosts, opts.port, opts.ipv6)
-                for o in failed:
-                    w.write_many(handshake_rows(ctx.run.id, o, opts.versions))
-                counts = await run_scan(scanner, targets, lambda o: w.write_many(
-                    handshake_rows(ctx.run.id, o, opts.versions)), concurrency=concurrency, description="tls handshakes")
-                if failed:
-                    counts["resolution-failed"] = counts.get("resolution-failed", 0) + len(failed)
-                return counts
-            counts = asyncio.run(go())
+            def on_failed(o) -> None:   # a name without address, found while the scan reads the stream
+                failed["n"] += 1
+                w.write_many(handshake_rows(ctx.run.id, o, opts.versions))
+
+            targets.on_failed = on_failed
+            counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write_many(
+                handshake_rows(ctx.run.id, o, opts.versions)), concurrency=concurrency, description="tls handshakes"))
+            if failed["n"]:
+                counts["resolution-failed"] = counts.get("resolution-failed", 0) + failed["n"]
     except BaseException:
         ctx.run.finish("failed")
         raise

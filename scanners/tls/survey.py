@@ -3,13 +3,14 @@ handshake recording session ID, tickets (bytes, key_name, lifetime), certificate
 and optionally immediate resumption checks by ID and by ticket."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import ipaddress
 from typing import Iterable, Optional
 
 from netsurvey.resolve import resolve_many
-from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, Scanner
+from netsurvey.scanning import ResolvingStream, ScanOutcome, ScanStatus, ScanTarget, Scanner
 from netsurvey.writer import ResultWriter
 
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
@@ -176,6 +177,16 @@ async def expand_targets(hosts: Iterable[tuple[Optional[int], str, Optional[str]
         for a in addrs:
             targets.append(ScanTarget(host, a, port, rank))
     return targets, failed
+
+
+def target_stream(names, port: int, ipv6: bool) -> ResolvingStream:
+    """The scan's targets as a stream (issue 26): ``names`` (a :class:`NameStream` of the
+    list, with the ``--target`` entries as its extras) resolved batch by batch while the
+    scan reads it, every A address (and AAAA with ``ipv6``) a target, as :func:`expand_targets`."""
+    def resolve(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
+        return asyncio.run(expand_targets([(t.rank, t.hostname, None) for t in batch], port, ipv6))
+
+    return ResolvingStream(names, resolve)
 
 
 # ---------------------------------------------------------------------------- storage
