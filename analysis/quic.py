@@ -98,3 +98,42 @@ def quic_tracking(ctx: FigureContext) -> None:
         header = [d.name for d in cur.description]
         rows = [tuple(round(v, 1) if isinstance(v, float) else v for v in r) for r in cur.fetchall()]
     ctx.write_csv(header, rows)
+
+
+#: (row label, SQL aggregate over one run's quic_connection rows: addresses, i.e. distinct
+#: (hostname, address) pairs, with the property). ``f`` is the fresh connection, ``r`` the
+#: one presenting its token and ticket (scan quic --resume).
+_STATE_ROWS = (
+    ("probed", "count(*) FILTER (WHERE f.conn_id IS NOT NULL)"),
+    ("handshake succeeded", "count(*) FILTER (WHERE f.status = 'success')"),
+    ("Retry sent (address validated before the handshake)", "count(*) FILTER (WHERE f.retry)"),
+    ("NEW_TOKEN token issued", "count(*) FILTER (WHERE f.n_tokens > 0)"),
+    ("session ticket issued", "count(*) FILTER (WHERE f.n_tickets > 0)"),
+    ("revisit resumed the session (ticket accepted)", "count(*) FILTER (WHERE r.status = 'success' "
+                                                      "AND r.session_resumed)"),
+    ("revisit's 0-RTT data accepted", "count(*) FILTER (WHERE r.early_data_accepted)"),
+)
+
+
+@figure("quic-state", sources=["quic_connection"], thesis="ch. 6.4 (IETF QUIC: the state a server hands out)")
+def quic_state(ctx: FigureContext) -> None:
+    """Per `scan quic` run: how many addresses (hostname, address pairs) completed a handshake
+    and handed out state that links a revisit to the first visit (NEW_TOKEN tokens, session
+    tickets), and how many accepted it on the revisit (resumption, 0-RTT). Shares are of the
+    addresses with a successful handshake; counted in PostgreSQL."""
+    runs = list(ctx.run_ids("quic"))
+    cols = ", ".join(expr for _, expr in _STATE_ROWS)
+    with ctx.db.connect() as conn:
+        got = conn.execute(
+            f"""SELECT f.run_id, {cols}
+                FROM quic_connection f
+                LEFT JOIN quic_connection r ON r.run_id = f.run_id AND r.purpose = 'resume'
+                     AND coalesce(r.presented_ticket_conn_id, r.presented_token_conn_id) = f.conn_id
+                WHERE f.run_id = ANY(%s) AND f.purpose = 'fresh' GROUP BY f.run_id ORDER BY f.run_id""",
+            (runs,)).fetchall()
+    rows = []
+    for run_id, *counts in got:
+        ok = counts[1]
+        for (label, _), n in zip(_STATE_ROWS, counts):
+            rows.append((run_id, label, n, round(n / ok, 6) if ok and label != "probed" else None))
+    ctx.write_csv(["run_id", "addresses_with", "addresses", "share_of_handshakes"], rows)

@@ -281,6 +281,8 @@ NOT_PUBLISHED: dict[str, str] = {
                               "versions tested then; not entered as reference numbers (other browsers/versions)",
     "quic-tracking": "a per-host table; the thesis's STTL and turnover numbers (Sec 6.4.2) are entered for "
                      "quic-lifetimes and quic-turnover",
+    "quic-state": "the thesis measured gQUIC's server config and source-address tokens (Sec 6.4.2), not IETF "
+                  "QUIC's NEW_TOKEN tokens and tickets; no share of hosts handing them out is published",
     "browser-revisit-savings": "no thesis counterpart: the thesis times its own client's handshakes (Table 5.1, "
                                "handshake-tls-delay-table), not a browser's revisit",
     "zoo-table": "issue 24's validation table (netsurvey against an independent client on the testbed zoo); "

@@ -1,6 +1,6 @@
 """Whole-command scale bench (issue 26): import a Tranco-format list, scan, store, draw the
 thesis figure, for ``scan dns-ttl`` (Fig 2.5), ``scan tfo`` (Table 3.1), ``scan tls``
-(Fig 4.5) and ``scan quic`` (quic-tracking table) at several list sizes, with wall time,
+(Fig 4.5) and ``scan quic`` (quic-state table) at several list sizes, with wall time,
 CPU, peak RSS, database growth, cost per target and the slope between sizes; writes a
 markdown table, a CSV and a log-log plot.
 
@@ -290,7 +290,7 @@ class Bench:
             steps["scan"], out = self.cli("scan", "quic", "--list", name, "--port", str(QUIC_PORT),
                                           "--concurrency", str(self.a.concurrency), "--json",
                                           *self.a.quic_args.split(), vantage=True, resolv=True)
-            fig = "quic-tracking"
+            fig = "quic-state"
         else:
             raise SystemExit(f"--measurements: unknown {measurement!r} (dns, tfo, tls, quic)")
         summary = json.loads(out.strip().splitlines()[-1])

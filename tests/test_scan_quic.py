@@ -69,7 +69,7 @@ def oddservers():
     proc.wait(10)
 
 
-def test_handshake_matches_ground_truth(db, testbed):
+def test_handshake_matches_ground_truth(db, testbed, tmp_path):
     gt = _quic_hosts(testbed)
     t0 = time.time()
     res = _scan(db, "quic", *[f"--target={h}" for h in gt], "--target=a.test", "--target=nxdomain.example.test",
@@ -112,6 +112,24 @@ def test_handshake_matches_ground_truth(db, testbed):
     other = [r for r in rows if r["hostname"] == "a.test"]
     assert other and all(r["status"] in ("connection-refused", "connection-timeout") for r in other)
     assert [r["status"] for r in rows if r["hostname"] == "nxdomain.example.test"] == ["resolution-failed"]
+    # `plot quic-state` (the bench's figure of a scan quic run) counts the same from the ground truth
+    from analysis.figures import render
+
+    render(db, "quic-state", tmp_path / "fig", runs=[res["run_id"]])
+    import csv
+
+    got = {r["addresses_with"]: int(r["addresses"])
+           for r in csv.DictReader((tmp_path / "fig" / "quic-state.csv").open())}
+    pairs = [h for h in gt.values() for _ in h["addresses"]]
+    assert got == {
+        "probed": len([r for r in rows if r["purpose"] == "fresh"]),
+        "handshake succeeded": len(pairs),
+        "Retry sent (address validated before the handshake)": sum(h["retry"] for h in pairs),
+        "NEW_TOKEN token issued": sum(h["issue_tokens"] for h in pairs),
+        "session ticket issued": len(pairs),
+        "revisit resumed the session (ticket accepted)": len(pairs),
+        "revisit's 0-RTT data accepted": sum(h["early_data"] for h in pairs),
+    }, got
 
 
 def test_discovery_support_and_hints(db, testbed, tmp_path):
