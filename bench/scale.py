@@ -264,13 +264,23 @@ class Bench:
         _, out = self.cli("sql", "SELECT pg_database_size(current_database())", "--format", "csv")
         return int(out.strip().splitlines()[-1])
 
+    def table_bytes(self) -> dict[str, int]:
+        """Bytes per table (heap, indexes, TOAST; a partitioned table's partitions summed under
+        its own name), to say where the database growth goes."""
+        _, out = self.cli("sql", "SELECT coalesce(p.relname, c.relname), sum(pg_total_relation_size(c.oid))::int8 "
+                          "FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+                          "LEFT JOIN pg_class p ON p.oid = i.inhparent WHERE c.relkind IN ('r', 'm') GROUP BY 1",
+                          "--format", "csv")
+        rows = list(csv.reader(out.strip().splitlines()))[1:]
+        return {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
+
     def one(self, measurement: str, n: int) -> dict:
         lst = self.work / f"tranco-{n}.csv"
         if not lst.exists():
             with lst.open("w") as f:
                 f.writelines(tranco_lines(n, self.a.names_per_address))
         name = f"scale{n}_{measurement}_{int(time.time())}"
-        size0 = self.db_bytes()
+        size0, tables0 = self.db_bytes(), self.table_bytes()
         steps = {}
         steps["import"], _ = self.cli("targets", "import", str(lst), "--list", name)
         if measurement == "dns":
@@ -310,6 +320,10 @@ class Bench:
             row[f"{k}_rss_mb"] = round(s["peak_rss_mb"], 1)
             row[f"{k}_cpu_s"] = round(s["cpu_s"], 2)
         row["counts"] = json.dumps(summary.get("counts", summary), sort_keys=True)[:300]
+        # where the growth went: the five tables that grew most, bytes per target (JSON line only)
+        tables1 = self.table_bytes()
+        grew = sorted(((t, b - tables0.get(t, 0)) for t, b in tables1.items()), key=lambda x: -x[1])[:5]
+        row["db_growth_bytes_per_target_by_table"] = {t: round(d / n, 1) for t, d in grew if d > 0}
         return row
 
 

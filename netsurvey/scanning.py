@@ -65,7 +65,7 @@ class NameStream:
     :meth:`plan_view` / :meth:`address_literals` (nothing contacted)."""
 
     def __init__(self, names, port: int, extra: Sequence[ScanTarget] = ()):
-        self.names, self.port, self.extra = names, port, list(extra)
+        self.names, self.port, self.extra = names, port, _own_shard(extra)
 
     def __len__(self) -> int:
         return (len(self.names) if self.names is not None else 0) + len(self.extra)
@@ -87,6 +87,19 @@ class NameStream:
         listed = self.names.address_literals() if self.names is not None else []
         return [ScanTarget(t.hostname, None, self.port, t.rank) for t in listed] + \
             [t for t in self.extra if t.address or _is_address(t.hostname)]
+
+
+def _own_shard(extra: Sequence[ScanTarget]) -> list[ScanTarget]:
+    """In a shard of a queued run: only the targets of this shard (by hostname, else
+    address: the key the list's names are sharded by), so a --target given with --shards is
+    probed once, not once per shard."""
+    from . import shard
+
+    spec = shard.current()
+    if spec is None:
+        return list(extra)
+    shard.mark_filtered()
+    return [t for t in extra if shard.shard_of(t.hostname or t.address or "", spec.count) == spec.index]
 
 
 def _is_address(text: Optional[str]) -> bool:

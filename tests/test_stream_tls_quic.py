@@ -112,3 +112,23 @@ def test_quic_dry_run_resolves_nothing(db, testbed, tmp_path):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     hosts = {h for h, in _rows(db, "SELECT DISTINCT hostname FROM quic_connection WHERE run_id=%s", out["run_id"])}
     assert hosts == set(names), hosts
+
+
+def test_targets_given_with_shards_are_probed_once(db, testbed, tmp_path):
+    """`--target` entries beside a sharded `--list` belong to one shard each (hashed like the
+    list's names), not to every shard: before, each of the two shards handshook them all."""
+    names = [f"l{i}.tlsbench.example.test" for i in range(6)]
+    _import(db, tmp_path, names, "tlsshard")
+    extra = [f"x{i}.tlsbench.example.test" for i in range(6)] + [f"y{i}.tlsbench.example.test={TLSBENCH}"
+                                                                   for i in range(4)]
+    with Sniff(tmp_path / "shards.jsonl") as sn:
+        r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "tls",
+                    "--list", "tlsshard", *[f"--target={t}" for t in extra], "--tls", "1.3",
+                    "--no-check-resumption", "--no-ipv6", "--no-verify", "--procs", "2", dsn=db.dsn, timeout=180)
+    assert r.returncode == 0, r.stderr
+    run_id = int(r.stdout.strip().splitlines()[-1].split()[1].rstrip(":"))
+    got = _rows(db, "SELECT hostname, count(*) FROM tls_handshake WHERE run_id=%s GROUP BY 1", run_id)
+    want = names + [t.split("=")[0] for t in extra]
+    assert dict(got) == {h: 1 for h in want}, got
+    syns = [p for p in sn.packets if p.get("syn") and p["dst"] == TLSBENCH and p["dport"] == 443]
+    assert len(syns) == len(want), len(syns)
