@@ -216,9 +216,12 @@ def run_size(n: int, a, work: Path) -> dict:
         r = json.loads(line)
         if r.get("synack") and r.get("sport") == PORT:
             per[r["src"]].append(r["t"])
-    worst, worst_addr = 0, None
+    worst, worst_addr, min_gap = 0, None, None
     for addr, ts in per.items():
         ts.sort()
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        if gaps and (min_gap is None or min(gaps) < min_gap):
+            min_gap = min(gaps)
         j = 0
         for i, t in enumerate(ts):        # sliding one-second window
             while ts[j] <= t - 1.0:
@@ -233,7 +236,8 @@ def run_size(n: int, a, work: Path) -> dict:
             "rounds_max": summary.get("rounds_max"), "sessions_peak": summary.get("sessions_peak"),
             "sessions_peak_per_target": summary.get("sessions_peak_per_target"),
             "server_connections": sum(len(v) for v in per.values()),
-            "server_max_conn_per_address_per_s": worst, "sniffer_kernel_drops": sniffed.get("kernel_drops"), "worst_address": worst_addr, "pdp_limit": a.pdp,
+            "server_max_conn_per_address_per_s": worst,
+            "server_min_gap_ms": round(min_gap * 1000, 2) if min_gap is not None else None, "sniffer_kernel_drops": sniffed.get("kernel_drops"), "worst_address": worst_addr, "pdp_limit": a.pdp,
             "command_wall_s": round(wall, 1), **time_v(p.stderr),
             "sampled_peak_rss_mb": max((r for _, r in series), default=None),
             "rss_mb_at_quarters": [series[min(len(series) - 1, int(len(series) * q))][1] for q in (0.25, 0.5, 0.75, 1.0)]
@@ -312,7 +316,7 @@ def main() -> int:
         r["chains"], r["chains_bracketing_lifetime"] = total, good
     (a.out / "rehearsal.json").write_text(json.dumps(results, indent=1))
     cols = ["hosts", "cut_at_s", "addresses", "attempts", "server_connections", "sessions_peak", "sessions_peak_per_target",
-            "rounds_max", "server_max_conn_per_address_per_s", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
+            "rounds_max", "server_max_conn_per_address_per_s", "server_min_gap_ms", "sniffer_kernel_drops", "pdp_limit", "chains", "chains_bracketing_lifetime",
             "wall_s", "cpu_s", "peak_rss_mb", "sampled_peak_rss_mb", "rss_mb_at_quarters"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in results]
