@@ -86,6 +86,7 @@ class Run:
                 "WHERE id=%s AND status IN ('running', 'queued')",
                 (status, json.dumps(counts or {}), self.id),
             )
+        release_run(self.db, self.id)
 
 
 #: Taken first in every transaction that inserts a scan_run row. Its trigger creates the
@@ -95,6 +96,53 @@ class Run:
 #: transaction that updated scan_run) deadlocked (CI rehearsal: `scan tfo-lb` died with
 #: DeadlockDetected in ensure_run_partitions). Taken first, they queue instead.
 NEW_RUN_LOCK = "LOCK TABLE scan_run IN SHARE ROW EXCLUSIVE MODE"
+
+
+#: First key of the session advisory lock "this process runs scan_run N" (second key: N).
+RUN_LIVENESS_KEY = 0x6E73
+_liveness: dict[str, Any] = {}   # dsn -> the connection holding this process's run locks
+_held: set[tuple[str, int]] = set()
+
+
+def release_run(db: Database, run_id: int) -> None:
+    """The run ended here: give its liveness lock back (a process that runs many runs would
+    otherwise fill the server's lock table)."""
+    if (db.dsn, int(run_id)) not in _held:
+        return
+    _held.discard((db.dsn, int(run_id)))
+    conn = _liveness.get(db.dsn)
+    try:
+        if conn is not None and not conn.closed:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))
+    except Exception:   # the connection is gone, and the lock with it
+        pass
+
+
+def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
+    """Mark ``run_id`` as run by this process until it exits: a session advisory lock on a
+    connection kept open (a killed process's connection closes, and the lock with it).
+    ``resuming`` (--resume): if another live process holds the run, raise UsageError instead
+    of running it twice at once (its rows would be written twice)."""
+    import psycopg
+
+    for attempt in (1, 2):   # a connection from before a database restart is replaced once
+        conn = _liveness.get(db.dsn)
+        if conn is None or conn.closed:
+            conn = _liveness[db.dsn] = psycopg.connect(db.dsn, autocommit=True)
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id))).fetchone()[0]
+            break
+        except psycopg.OperationalError:
+            conn.close()
+            if attempt == 2:
+                raise
+    if got:
+        _held.add((db.dsn, int(run_id)))
+    if not got and resuming:
+        from .errors import UsageError
+
+        raise UsageError(f"--resume: run {run_id} is still being run by another process; stop it first "
+                         "(a killed run can be resumed at once)")
 
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
@@ -119,6 +167,7 @@ def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str,
                 (kind, json.dumps(parameters, default=str), vantage, json.dumps(tool_versions(*packages))),
             ).fetchone()[0]
         run = Run(db, run_id)
+        hold_run(db, run_id)   # a --resume of it while this process lives is refused
     if ctx is not None:
         ctx.runs.append(run)  # ended 'failed' by the run path if a signal stops the command
     return run

@@ -184,6 +184,50 @@ def test_killed_run_resumes_and_finishes(db, testbed, tmp_path):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "already finished" in p.stderr
 
 
+@needs_root()
+def test_resume_of_a_run_still_running_is_refused(db, testbed, tmp_path):
+    """A --resume of a run another live process is running is refused (both would probe and
+    write the same attempts); once that process is killed, the run resumes at once (the
+    lock lived in the dead process's database session). Before: the second process ran it too."""
+    h = _short(testbed)
+    cfg = _config(tmp_path, 20)
+    args = ["--target", f"short.example.test={h['addresses'][0]}", "--max-age", "60", "--step", "5"]
+
+    def start(*extra):
+        return subprocess.Popen(_argv(db, cfg, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=REPO, start_new_session=True)
+
+    def wait_events(n: int) -> int:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            got = _q(db, "SELECT count(*) FROM tls_lifetime_event")[0][0]
+            if got >= n:
+                return got
+            time.sleep(0.3)
+        raise AssertionError(f"fewer than {n} events after 60 s")
+
+    first = start(*args)
+    try:
+        wait_events(1)
+        run_id = _q(db, "SELECT id FROM scan_run WHERE kind = 'tls-lifetime'")[0][0]
+        p = subprocess.run(_argv(db, cfg, "--resume", str(run_id)), capture_output=True, text=True, timeout=60,
+                           cwd=REPO)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (p.returncode, p.stderr[-2000:])
+        assert "still being run by another process" in p.stderr
+        assert first.poll() is None and _q(db, "SELECT status FROM scan_run WHERE id = %s", run_id)[0][0] == "running"
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+    before = _q(db, "SELECT count(*) FROM tls_lifetime_event")[0][0]
+    second = start("--resume", str(run_id))
+    try:
+        wait_events(before + 1)   # the killed run's lock went with its session: resumed, probing again
+        assert second.poll() is None
+    finally:
+        os.killpg(second.pid, signal.SIGKILL)
+        second.communicate(timeout=30)
+
+
 def test_a_lost_attempt_keeps_the_shard_that_planned_it(db):
     """An attempt planned without a stored session is logged 'lost' on restart; the lost row
     keeps the planning row's shard_id, so row_vantage attributes it to that shard's vantage

@@ -160,9 +160,10 @@ def resume_turnover(run_id: int) -> tuple:
 
 def _reopen(db, run_id: int, cfg):
     from netsurvey.etiquette import TargetPolicy, limiter_from_config
-    from netsurvey.runs import Run
+    from netsurvey.runs import Run, hold_run
     from netsurvey.scanning import ScanContext
 
+    hold_run(db, run_id, resuming=True)
     with db.connect() as conn:
         conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (run_id,))
     return ScanContext(db=db, run=Run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),

@@ -180,6 +180,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
                 open_scan("tfo-lb", {"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
                                                                  for t in hostnames])
+            from netsurvey.runs import hold_run
+
+            hold_run(db, resume, resuming=True)
             cfg = st.config
             limiter = limiter_from_config(cfg.etiquette, p["rate"] or None)
             rate = limiter.rate

@@ -174,7 +174,7 @@ def resume_lifetime(run_id: int) -> dict:
     from netsurvey.clictx import migrated_db, state as st
     from netsurvey.etiquette import RateLimiter, TargetPolicy
     from netsurvey.runctx import is_dry_run
-    from netsurvey.runs import Run
+    from netsurvey.runs import Run, hold_run
     from netsurvey.scanning import ScanContext
 
     db = migrated_db()
@@ -192,6 +192,7 @@ def resume_lifetime(run_id: int) -> dict:
     opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})
     if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
         open_scan("tls-lifetime", {"resume": run_id}, targets=_plan(hosts, p["port"]))
+    hold_run(db, run_id, resuming=True)
     cfg = st.config
     ctx = ScanContext(db=db, run=Run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
                       limiter=RateLimiter(cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps))
