@@ -228,7 +228,10 @@ def run_size(n: int, a, work: Path) -> dict:
                 j += 1
             if i - j + 1 > worst:
                 worst, worst_addr = i - j + 1, addr
-    pkts.unlink()
+    if a.keep_packets:
+        pkts.replace(a.out / pkts.name)
+    else:
+        pkts.unlink()
     return {"hosts": n, "cut_at_s": a.time_limit_s if cut else None, "addresses": len({x for _, x in tg}), "names_per_address": a.names_per_address,
             "factor": a.factor, "max_age_s": max_age, "step_s": step, "server_lifetime_s": a.lifetime_s,
             "thesis_equivalent_lifetime_h": round(a.lifetime_s * a.factor / 3600, 2),
@@ -278,6 +281,7 @@ def main() -> int:
     global PORT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="200,1000", help="sizes (comma-separated)")
+    ap.add_argument("--keep-packets", action="store_true", help="keep the server-side sniff (synack-N.jsonl) in --out")
     ap.add_argument("--factor", type=float, default=1440, help="time compression: 24 h / F, 5 min / F")
     ap.add_argument("--lifetime-s", type=float, default=20, help="the server's ssl_session_timeout")
     ap.add_argument("--names-per-address", type=int, default=4)
