@@ -226,3 +226,30 @@ def test_sigterm_while_a_batch_resolves(ground, db, tmp_path):
     got = dict(_rows(db, "SELECT hostname, status FROM tls_handshake WHERE run_id=%s", run_id))
     assert {h: s for h, s in got.items() if h.startswith("fast")} == \
         {f"fast{i}.adv32.test": "success" for i in range(4)}, got
+
+
+def _run(db, *args, timeout=120):
+    p = _popen(db, *args, small=False)
+    out, err = p.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+@needs_root()
+def test_quic_top_without_list_and_dry_runs_ask_nothing(ground, db, tmp_path):
+    """`--top` without `--list` is bad input for the quic commands as for tls and dns-ttl
+    (the old code ignored it and scanned); a dry run asks the resolver nothing, with a list,
+    `--target` names and `--repeat` (the old quic-turnover resolved every name first)."""
+    dns_log, _ = ground
+    _import(db, tmp_path, ["fast0.adv32.test", "fast1.adv32.test"], "dry")
+    for cmd in ("quic", "quic-discover", "quic-turnover"):
+        r = _run(db, "scan", cmd, "--target", "fast2.adv32.test", "--top", "1", "--dry-run")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.returncode, r.stderr[-2000:])
+        assert len(r.stderr.strip().splitlines()) == 1 and "--top" in r.stderr, (cmd, r.stderr)
+    assert _rows(db, "SELECT id, kind FROM scan_run") == []
+    for argv in (("tls", "--repeat", "2"), ("quic",), ("quic-discover",), ("quic-turnover", "--every", "10m",
+                                                                            "--for", "1h")):
+        r = _run(db, "scan", *argv, "--list", "dry", "--target", "fast2.adv32.test", "--dry-run")
+        assert r.returncode == 0, (argv, r.stderr[-2000:])
+        assert "3 targets would be probed" in r.stdout, (argv, r.stdout)
+    asked = [q["name"] for q in _log(dns_log)]
+    assert asked == [], f"dry runs asked the resolver {len(asked)} questions: {asked}"

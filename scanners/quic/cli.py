@@ -69,6 +69,8 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
 
     if not list_name and not target:
         raise UsageError("give --list NAME or --target")
+    if top is not None and not list_name:
+        raise UsageError("--top needs --list")
     if port <= 0 or port > 65535:
         raise UsageError("--port must be in 1..65535")
     extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
@@ -298,14 +300,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout_s = parse_duration(timeout, "--timeout")
         if duration_s < every_s:
             raise UsageError("--for must be at least --every")
+        query = {"list": list_name, "top": top, "target": target, "port": port}
+        from netsurvey.runctx import is_dry_run
+
+        if is_dry_run():   # the plan from the names, unresolved: records a cancelled run, asks nothing, ends here
+            open_scan("quic-turnover", {"query": query}, packages=("aioquic",),
+                      targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
         targets = _targets(list_name, top, target, port)
         from netsurvey.agesearch import default_slots
 
         slots = sessions or default_slots(int(duration_s / every_s + 1e-9))
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s))
         ctx = open_scan("quic-turnover", params(targets, opts, slots=slots, hosts_in_flight=hosts_in_flight,
-                                                concurrency=concurrency,
-                                                query={"list": list_name, "top": top, "target": target, "port": port}),
+                                                concurrency=concurrency, query=query),
                         packages=("aioquic",), targets=targets, concurrency=concurrency)
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
                                                                    user_agent=user_agent(ctx.config.etiquette)))
