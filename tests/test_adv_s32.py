@@ -253,3 +253,21 @@ def test_quic_top_without_list_and_dry_runs_ask_nothing(ground, db, tmp_path):
         assert "3 targets would be probed" in r.stdout, (argv, r.stdout)
     asked = [q["name"] for q in _log(dns_log)]
     assert asked == [], f"dry runs asked the resolver {len(asked)} questions: {asked}"
+
+
+@needs_root()
+def test_resolution_errors_keep_their_reason(ground, db, tmp_path):
+    """NXDOMAIN and a resolver that never answers: one resolution-failed row each, counted
+    once, with the reason ('nxdomain', 'timeout') as scan tls stores it. The quic commands
+    stored 'no address' for every failed name (the reason was lost)."""
+    _import(db, tmp_path, ["nx0.adv32.test", "never0.adv32.test"], "fail")
+    want = {"nx0.adv32.test": "nxdomain", "never0.adv32.test": "timeout"}
+    for cmd, table in (("tls", "tls_handshake"), ("quic", "quic_connection"), ("quic-discover", "quic_discovery")):
+        extra = ("--no-check-resumption", "--tls", "1.3") if cmd == "tls" else ()
+        r = _run(db, "scan", cmd, "--list", "fail", "--json", *extra)
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        counts = res.get("counts", res)
+        assert counts.get("resolution-failed") == 2, (cmd, res)
+        got = _rows(db, f"SELECT hostname, status, error FROM {table} WHERE run_id = %s", res["run_id"])
+        assert sorted((h, e) for h, s, e in got if s == "resolution-failed") == sorted(want.items()), (cmd, got)

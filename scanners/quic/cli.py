@@ -79,7 +79,8 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
 
 
 def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-    """Every A and AAAA address of each name (each target keeps its own port)."""
+    """Every A and AAAA address of each name (each target keeps its own port); a name
+    without one fails with the resolver's reason (nxdomain, servfail, timeout, ...)."""
     from netsurvey.resolve import resolve_many
 
     res = asyncio.run(resolve_many([t.hostname for t in batch]))
@@ -87,7 +88,7 @@ def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[Scan
     for t in batch:
         addrs = res[t.hostname].addresses
         if not addrs:
-            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
+            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))
         out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
     return out, failed
 
