@@ -271,3 +271,35 @@ def test_resolution_errors_keep_their_reason(ground, db, tmp_path):
         assert counts.get("resolution-failed") == 2, (cmd, res)
         got = _rows(db, f"SELECT hostname, status, error FROM {table} WHERE run_id = %s", res["run_id"])
         assert sorted((h, e) for h, s, e in got if s == "resolution-failed") == sorted(want.items()), (cmd, got)
+
+
+def _quic_state(db, tmp_path, run_id) -> dict:
+    import csv
+
+    from analysis.figures import render
+
+    render(db, "quic-state", tmp_path / "fig", runs=[run_id])
+    return {r["addresses_with"]: (r["addresses"], r["share_of_handshakes"])
+            for r in csv.DictReader((tmp_path / "fig" / "quic-state.csv").open())}
+
+
+@needs_root()
+def test_quic_state_counts_addresses_probed(db, testbed, tmp_path):
+    """`plot quic-state`'s "probed" row counts addresses contacted: not a name that did not
+    resolve (no address) nor a blocked address (never contacted) - the old figure counted
+    every fresh row, 2 more here. A run without revisits (--no-resume) says nothing about
+    revisits instead of "0 resumed, share 0"."""
+    gt = {h["hostname"]: h for h in testbed.status()["ground_truth"]["quic_hosts"]}
+    addrs = gt["www.example.test"]["addresses"]
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
+                "--target", "www.example.test", "--target", "nxdomain.example.test", "--target", "192.0.2.1",
+                "--no-resume", "--timeout", "2s", "--json", dsn=db.dsn, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    st = dict(_rows(db, "SELECT status, count(*) FROM quic_connection WHERE run_id = %s GROUP BY 1", run_id))
+    assert st == {"success": len(addrs), "resolution-failed": 1, "blocked": 1}, st
+    got = _quic_state(db, tmp_path, run_id)
+    assert got["probed"] == (str(len(addrs)), ""), got
+    assert got["handshake succeeded"] == (str(len(addrs)), "1.0"), got
+    assert got["revisit resumed the session (ticket accepted)"] == ("", ""), got
+    assert got["revisit's 0-RTT data accepted"] == ("", ""), got
