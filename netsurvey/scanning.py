@@ -200,6 +200,8 @@ class Resolving:
 
         if self._aio is None:
             self._aio = asyncio.wrap_future(self.future)
+            # its failure is raised where the stream is read on (fut.result()), not logged here
+            self._aio.add_done_callback(lambda f: f.cancelled() or f.exception())
         await asyncio.wait((self._aio,))   # a cancelled reader leaves the batch be
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root, run_cli
+from test_adv_s31 import gw_pair  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -57,7 +58,10 @@ def answer(d, peer):
         r.set_rcode(3)
     elif qq.rdtype == dns.rdatatype.A:
         n = int(label[4:]) if label.startswith("fast") and label[4:].isdigit() else 0
-        r.answer.append(dns.rrset.from_text(qq.name, 60, "IN", "A", "198.18.132.%d" % (10 + n % 4)))
+        addr = "198.18.132.%d" % (10 + n % 4)
+        if label.startswith("off"):   # no route but the default one (if any)
+            addr = "198.18.77.5"
+        r.answer.append(dns.rrset.from_text(qq.name, 60, "IN", "A", addr))
     with lock:
         u.sendto(r.to_wire(), peer)
 while True:
@@ -303,3 +307,22 @@ def test_quic_state_counts_addresses_probed(db, testbed, tmp_path):
     assert got["handshake succeeded"] == (str(len(addrs)), "1.0"), got
     assert got["revisit resumed the session (ticket accepted)"] == ("", ""), got
     assert got["revisit's 0-RTT data accepted"] == ("", ""), got
+
+
+
+@needs_root()
+def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path):
+    """resolv.conf naming a testbed resolver this namespace reaches by its default route:
+    the hostname scans are refused as bad input - one line, exit 2 - and nothing is written.
+    Streamed, the check came only when the first batch was resolved, after the run was
+    opened: a 'failed' scan_run per command."""
+    from test_adv_s31 import RESOLV as RESOLV31, _cli, _refused
+
+    RESOLV31.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV31.write_text("nameserver 198.18.77.53\n")
+    (tmp_path / "l.csv").write_text("1,a.test\n2,b.test\n")
+    assert _cli(db, "targets", "import", "--list", "adv", str(tmp_path / "l.csv")).returncode == 0
+    for argv in (("tls", "--list", "adv", "--timeout", "1"), ("quic", "--list", "adv", "--timeout", "1s"),
+                 ("quic-discover", "--list", "adv"), ("tls", "--target", "a.test")):
+        _refused(_cli(db, "scan", *argv), "resolv.conf nameserver 198.18.77.53")
+    assert _rows(db, "SELECT id, kind, status FROM scan_run") == []

@@ -75,6 +75,10 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
         raise UsageError("--port must be in 1..65535")
     extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
     listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    if listed is not None or any(t.address is None for t in extra):
+        from netsurvey.resolve import system_resolver
+
+        system_resolver()   # a resolver off the machine is bad input now, not at the first batch (run opened)
     return ResolvingStream(NameStream(listed, port, extra), _resolve_batch)
 
 
