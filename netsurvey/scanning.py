@@ -191,6 +191,7 @@ class Resolving:
 
     __slots__ = ("future", "_aio")
     address = hostname = None
+    ends_window = True   # spread.interleave_windows: probe what it holds while this batch resolves
 
     def __init__(self, future):
         self.future, self._aio = future, None

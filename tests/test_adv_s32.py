@@ -326,3 +326,24 @@ def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path
                  ("quic-discover", "--list", "adv"), ("tls", "--target", "a.test")):
         _refused(_cli(db, "scan", *argv), "resolv.conf nameserver 198.18.77.53")
     assert _rows(db, "SELECT id, kind, status FROM scan_run") == []
+
+
+@needs_root()
+def test_probing_overlaps_resolution_with_the_default_window(ground, db, tmp_path):
+    """With the default interleaving window (40,000 targets) the scan held every resolved
+    target until the window was full, so a list shorter than that was resolved whole before
+    the first handshake (test_stream_tls_quic shrinks the window to 4 to see the overlap).
+    Now a window ends where the stream has to wait for its next batch: fast0..3 are
+    handshaken while slow0..3 resolve (1.5 s)."""
+    dns_log, tls_log = ground
+    names = [f"fast{i}.adv32.test" for i in range(4)] + [f"slow{i}.adv32.test" for i in range(4)]
+    _import(db, tmp_path, names, "overlap")
+    batch4 = SMALL.replace(" w.WINDOW = 4;", "")
+    env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
+    r = subprocess.run(["ip", "netns", "exec", NS, sys.executable, "-c", batch4, "scan", "tls", "--list", "overlap",
+                        "--concurrency", "4", *TLS_ARGS], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    slow_asked = min(q["t"] for q in _log(dns_log) if q["name"].startswith("slow"))
+    first_accept = min(e["t"] for e in _log(tls_log) if e["event"] == "accept")
+    assert first_accept < slow_asked + 1.0, f"first handshake {first_accept - slow_asked:.2f} s after slow0..3 were asked"
