@@ -106,7 +106,7 @@ def _is_address(text: Optional[str]) -> bool:
     import ipaddress
 
     try:
-        ipaddress.ip_address(text or "")
+        ipaddress.ip_address((text or "").strip("[]"))   # brackets too: resolve.py reads "[v6]" as the address
         return True
     except ValueError:
         return False

@@ -347,3 +347,15 @@ def test_probing_overlaps_resolution_with_the_default_window(ground, db, tmp_pat
     slow_asked = min(q["t"] for q in _log(dns_log) if q["name"].startswith("slow"))
     first_accept = min(e["t"] for e in _log(tls_log) if e["event"] == "accept")
     assert first_accept < slow_asked + 1.0, f"first handshake {first_accept - slow_asked:.2f} s after slow0..3 were asked"
+
+
+@needs_root()
+def test_dry_run_plan_judges_a_bracketed_address(ground, db, tmp_path):
+    """`scan tls --target [2001:db8::2]`: the run resolves the bracketed literal to itself and
+    blocks it (2001:db8::/32 is reserved); the dry-run plan said it would be probed."""
+    r = _run(db, "scan", "tls", "--target", "[2001:db8::2]", "--target", "fast0.adv32.test", "--dry-run")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "1 targets would be probed, 1 blocked by policy" in r.stdout, r.stdout
+    assert _log(ground[0]) == []
+    r = _run(db, "scan", "tls", "--target", "[2001:db8::2]", *[a for a in TLS_ARGS if a != "--no-ipv6"])
+    assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1]).get("blocked") == 1, r.stdout
