@@ -359,3 +359,22 @@ def test_dry_run_plan_judges_a_bracketed_address(ground, db, tmp_path):
     assert _log(ground[0]) == []
     r = _run(db, "scan", "tls", "--target", "[2001:db8::2]", *[a for a in TLS_ARGS if a != "--no-ipv6"])
     assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1]).get("blocked") == 1, r.stdout
+
+
+@needs_root()
+def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
+    """quic-discover probes a name's addresses together (www.example.test: an IPv4 and an
+    IPv6 address) and asks its HTTPS record "once for all its addresses"
+    (QuicDiscoverScanner._https_rr): both probes missed the cache at the same moment and
+    asked twice (4 DNS questions: A, AAAA, HTTPS, HTTPS)."""
+    from test_stream_tls_quic import Sniff
+
+    with Sniff(tmp_path / "pkts.jsonl") as sn:
+        r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
+                    "quic-discover", "--target", "www.example.test", "--json", dsn=db.dsn, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["counts"] == {"success": 2}, res
+    assert sn.stats["kernel_drops"] == 0
+    questions = [p for p in sn.packets if p.get("dns_id") is not None]
+    assert len(questions) == 3, [(p["dst"], p["dns_id"]) for p in questions]   # A, AAAA, HTTPS
