@@ -101,18 +101,19 @@ def quic_tracking(ctx: FigureContext) -> None:
 
 
 #: (row label, SQL aggregate over one run's quic_connection rows: addresses, i.e. distinct
-#: (hostname, address) pairs, with the property). ``f`` is the fresh connection, ``r`` the
+#: (hostname, address) pairs, with the property: a pair probed twice in a run - a name in the
+#: list and given with --target - counts once). ``f`` is the fresh connection, ``r`` the
 #: one presenting its token and ticket (scan quic --resume).
+_PAIRS = "count(DISTINCT (f.hostname, f.address)) FILTER (WHERE {})"
 _STATE_ROWS = (
     # contacted: a name that did not resolve has no address, a blocked address was never probed
-    ("probed", "count(*) FILTER (WHERE f.status NOT IN ('resolution-failed', 'blocked'))"),
-    ("handshake succeeded", "count(*) FILTER (WHERE f.status = 'success')"),
-    ("Retry sent (address validated before the handshake)", "count(*) FILTER (WHERE f.retry)"),
-    ("NEW_TOKEN token issued", "count(*) FILTER (WHERE f.n_tokens > 0)"),
-    ("session ticket issued", "count(*) FILTER (WHERE f.n_tickets > 0)"),
-    ("revisit resumed the session (ticket accepted)", "count(*) FILTER (WHERE r.status = 'success' "
-                                                      "AND r.session_resumed)"),
-    ("revisit's 0-RTT data accepted", "count(*) FILTER (WHERE r.early_data_accepted)"),
+    ("probed", _PAIRS.format("f.status NOT IN ('resolution-failed', 'blocked')")),
+    ("handshake succeeded", _PAIRS.format("f.status = 'success'")),
+    ("Retry sent (address validated before the handshake)", _PAIRS.format("f.retry")),
+    ("NEW_TOKEN token issued", _PAIRS.format("f.n_tokens > 0")),
+    ("session ticket issued", _PAIRS.format("f.n_tickets > 0")),
+    ("revisit resumed the session (ticket accepted)", _PAIRS.format("r.status = 'success' AND r.session_resumed")),
+    ("revisit's 0-RTT data accepted", _PAIRS.format("r.early_data_accepted")),
 )
 
 

@@ -378,3 +378,23 @@ def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
     assert sn.stats["kernel_drops"] == 0
     questions = [p for p in sn.packets if p.get("dns_id") is not None]
     assert len(questions) == 3, [(p["dst"], p["dns_id"]) for p in questions]   # A, AAAA, HTTPS
+
+
+@needs_root()
+def test_quic_state_counts_a_pair_probed_twice_once(db, testbed, tmp_path):
+    """A name in the list and given with --target is probed twice in one run; quic-state
+    counts addresses ("distinct (hostname, address) pairs", its comment says): the old
+    figure counted rows, 4 handshakes for www.example.test's 2 addresses."""
+    gt = {h["hostname"]: h for h in testbed.status()["ground_truth"]["quic_hosts"]}
+    n = len(gt["www.example.test"]["addresses"])
+    f = tmp_path / "l.csv"
+    f.write_text("1,www.example.test\n")
+    assert run_cli("targets", "import", str(f), "--list", "twice", dsn=db.dsn).returncode == 0
+    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
+                "--list", "twice", "--target", "www.example.test", "--timeout", "2s", "--json", dsn=db.dsn, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
+    got = _quic_state(db, tmp_path, run_id)
+    assert got["probed"] == (str(n), ""), got
+    assert got["handshake succeeded"] == (str(n), "1.0"), got
+    assert got["revisit resumed the session (ticket accepted)"] == (str(n), "1.0"), got
