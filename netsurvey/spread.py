@@ -58,8 +58,9 @@ def interleave_windows(items: Iterable[T], key: Callable[[T], Optional[str]], wi
     """:func:`interleave_by_address` over consecutive windows of ``window`` items of a
     stream (bounded memory: one window). Items without a key pass at once (they keep their
     own slot in any order); one with ``ends_window`` (a stream about to wait for its next
-    resolved batch) ends the window first, so probing overlaps resolution. A sequence of keyed items no longer than a window comes out
-    exactly as :func:`interleave_by_address` orders it."""
+    resolved batch) ends the window first, so probing overlaps resolution. A sequence of
+    keyed items no longer than a window comes out exactly as :func:`interleave_by_address`
+    orders it."""
     buf: list[T] = []
     for it in items:
         if key(it) is None:   # no address yet (a name resolved while probing): nothing to spread

@@ -348,7 +348,8 @@ def test_probing_overlaps_resolution_with_the_default_window(ground, db, tmp_pat
     assert r.returncode == 0, r.stderr[-2000:]
     slow_asked = min(q["t"] for q in _log(dns_log) if q["name"].startswith("slow"))
     first_accept = min(e["t"] for e in _log(tls_log) if e["event"] == "accept")
-    assert first_accept < slow_asked + 1.0, f"first handshake {first_accept - slow_asked:.2f} s after slow0..3 were asked"
+    assert first_accept < slow_asked + 1.0, \
+        f"first handshake {first_accept - slow_asked:.2f} s after slow0..3 were asked"
 
 
 @needs_root()
