@@ -101,17 +101,19 @@ def quic_tracking(ctx: FigureContext) -> None:
 
 
 #: (row label, SQL aggregate over one run's quic_connection rows: addresses, i.e. distinct
-#: (hostname, address) pairs, with the property). ``f`` is the fresh connection, ``r`` the
+#: (hostname, address) pairs, with the property: a pair probed twice in a run - a name in the
+#: list and given with --target - counts once). ``f`` is the fresh connection, ``r`` the
 #: one presenting its token and ticket (scan quic --resume).
+_PAIRS = "count(DISTINCT (f.hostname, f.address)) FILTER (WHERE {})"
 _STATE_ROWS = (
-    ("probed", "count(*) FILTER (WHERE f.conn_id IS NOT NULL)"),
-    ("handshake succeeded", "count(*) FILTER (WHERE f.status = 'success')"),
-    ("Retry sent (address validated before the handshake)", "count(*) FILTER (WHERE f.retry)"),
-    ("NEW_TOKEN token issued", "count(*) FILTER (WHERE f.n_tokens > 0)"),
-    ("session ticket issued", "count(*) FILTER (WHERE f.n_tickets > 0)"),
-    ("revisit resumed the session (ticket accepted)", "count(*) FILTER (WHERE r.status = 'success' "
-                                                      "AND r.session_resumed)"),
-    ("revisit's 0-RTT data accepted", "count(*) FILTER (WHERE r.early_data_accepted)"),
+    # contacted: a name that did not resolve has no address, a blocked address was never probed
+    ("probed", _PAIRS.format("f.status NOT IN ('resolution-failed', 'blocked')")),
+    ("handshake succeeded", _PAIRS.format("f.status = 'success'")),
+    ("Retry sent (address validated before the handshake)", _PAIRS.format("f.retry")),
+    ("NEW_TOKEN token issued", _PAIRS.format("f.n_tokens > 0")),
+    ("session ticket issued", _PAIRS.format("f.n_tickets > 0")),
+    ("revisit resumed the session (ticket accepted)", _PAIRS.format("r.status = 'success' AND r.session_resumed")),
+    ("revisit's 0-RTT data accepted", _PAIRS.format("r.early_data_accepted")),
 )
 
 
@@ -119,8 +121,10 @@ _STATE_ROWS = (
 def quic_state(ctx: FigureContext) -> None:
     """Per `scan quic` run: how many addresses (hostname, address pairs) completed a handshake
     and handed out state that links a revisit to the first visit (NEW_TOKEN tokens, session
-    tickets), and how many accepted it on the revisit (resumption, 0-RTT). Shares are of the
-    addresses with a successful handshake; counted in PostgreSQL."""
+    tickets), and how many accepted it on the revisit (resumption, 0-RTT; empty for a run
+    without revisits, --no-resume). "probed" counts the addresses contacted (not names that
+    did not resolve, nor blocked addresses). Shares are of the addresses with a successful
+    handshake; counted in PostgreSQL."""
     runs = list(ctx.run_ids("quic"))
     cols = ", ".join(expr for _, expr in _STATE_ROWS)
     with ctx.db.connect() as conn:
@@ -131,9 +135,15 @@ def quic_state(ctx: FigureContext) -> None:
                      AND coalesce(r.presented_ticket_conn_id, r.presented_token_conn_id) = f.conn_id
                 WHERE f.run_id = ANY(%s) AND f.purpose = 'fresh' GROUP BY f.run_id ORDER BY f.run_id""",
             (runs,)).fetchall()
+        # scan quic --no-resume made no revisit: its revisit rows stay empty, not "0 resumed"
+        revisited = dict(conn.execute("SELECT id, coalesce((parameters->>'resume')::boolean, true) FROM scan_run "
+                                      "WHERE id = ANY(%s)", (runs,)).fetchall())
     rows = []
     for run_id, *counts in got:
         ok = counts[1]
         for (label, _), n in zip(_STATE_ROWS, counts):
+            if label.startswith("revisit") and not revisited.get(run_id, True):
+                rows.append((run_id, label, None, None))
+                continue
             rows.append((run_id, label, n, round(n / ok, 6) if ok and label != "probed" else None))
     ctx.write_csv(["run_id", "addresses_with", "addresses", "share_of_handshakes"], rows)

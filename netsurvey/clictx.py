@@ -119,8 +119,8 @@ def _address_of(t) -> str | None:
     import ipaddress
 
     addr = t if isinstance(t, str) else getattr(t, "address", None) or getattr(t, "hostname", None)
-    try:
-        return str(ipaddress.ip_address(addr)) if addr else None
+    try:   # a name "[v6]" resolves to that address (resolve.py), so the plan judges it as one
+        return str(ipaddress.ip_address(addr.strip("[]"))) if addr else None
     except ValueError:  # a URL or name: its address is checked when it is resolved
         return None
 

@@ -106,7 +106,7 @@ def _is_address(text: Optional[str]) -> bool:
     import ipaddress
 
     try:
-        ipaddress.ip_address(text or "")
+        ipaddress.ip_address((text or "").strip("[]"))   # brackets too: resolve.py reads "[v6]" as the address
         return True
     except ValueError:
         return False
@@ -125,7 +125,9 @@ class ResolvingStream:
     probe). ``resolve`` maps one batch of address-less targets to (targets with an address,
     RESOLUTION_FAILED outcomes) - each measurement says which addresses it probes; it runs
     in a helper thread (with its own event loop if it needs one) while the batch before is
-    probed. Targets that already have an address pass through. Failed names go to
+    probed; :func:`run_scan` reads it through :meth:`waiting` for the default engine, which
+    awaits a batch not resolved yet instead of holding the event loop (and every probe under
+    way) until it is. Targets that already have an address pass through. Failed names go to
     ``on_failed`` as they are found. ``len()`` is the number of names (counted in SQL for a
     list); the dry-run plan reads the names, unresolved (:meth:`plan_view`): a dry run
     resolves nothing. Iterating again resolves again (a new round asks afresh)."""
@@ -149,22 +151,103 @@ class ResolvingStream:
         return fixed + list(out), list(failed)
 
     def __iter__(self) -> Iterator[ScanTarget]:
+        return self._read(waits=False)
+
+    def waiting(self) -> Iterator:
+        """The targets, with a :class:`Resolving` wherever the next batch is not resolved
+        yet, instead of waiting for it (for ``Scanner.scan_many``, which awaits those: a
+        wait here stood the scan's event loop still, and every probe under way with it)."""
+        return self._read(waits=True)
+
+    def _read(self, waits: bool) -> Iterator:
         import itertools
-        from concurrent.futures import ThreadPoolExecutor
 
         names = iter(self.names)
         n = RESOLVE_BATCH
-        with ThreadPoolExecutor(1, thread_name_prefix="resolve") as pool:
+        helper = _Resolver(self._resolve)
+        try:
             batch = list(itertools.islice(names, n))
-            fut = pool.submit(self._resolve, batch) if batch else None
+            fut = helper.submit(batch) if batch else None
             while fut is not None:
                 batch = list(itertools.islice(names, n))
-                nxt = pool.submit(self._resolve, batch) if batch else None
+                nxt = helper.submit(batch) if batch else None
+                if waits and not fut.done():
+                    pending = Resolving(fut)
+                    while not fut.done():
+                        yield pending
                 out, failed = fut.result()
                 for o in failed:
                     self.on_failed(o)
                 yield from out
                 fut = nxt
+        finally:
+            helper.stop()
+
+
+class Resolving:
+    """Yielded by :meth:`ResolvingStream.waiting` while its next batch resolves: the reader
+    awaits :meth:`wait`, then reads on. It has no address, so the policy and the
+    interleaving by address pass it through as it is."""
+
+    __slots__ = ("future", "_aio")
+    address = hostname = None
+    ends_window = True   # spread.interleave_windows: probe what it holds while this batch resolves
+
+    def __init__(self, future):
+        self.future, self._aio = future, None
+
+    async def wait(self) -> None:
+        import asyncio
+
+        if self._aio is None:
+            self._aio = asyncio.wrap_future(self.future)
+            # its failure is raised where the stream is read on (fut.result()), not logged here
+            self._aio.add_done_callback(lambda f: f.cancelled() or f.exception())
+        await asyncio.wait((self._aio,))   # a cancelled reader leaves the batch be
+
+
+class _Resolver:
+    """The daemon thread resolving a :class:`ResolvingStream`'s batches one after the other.
+    :meth:`stop` (the stream was read to its end, or the scan stopped) drops the batches not
+    started and leaves the one under way to a thread nobody waits for (session-32
+    adversary: SIGTERM while a batch resolved waited for it and the batch queued after it,
+    ~5 s, asking the resolver after the signal)."""
+
+    def __init__(self, resolve):
+        import queue
+        import threading
+
+        self.resolve, self.queue = resolve, queue.SimpleQueue()
+        threading.Thread(target=self._run, name="resolve", daemon=True).start()
+
+    def submit(self, batch: list):
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        self.queue.put((fut, batch))
+        return fut
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            fut, batch = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(self.resolve(batch))
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+    def stop(self) -> None:
+        import queue
+
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        self.queue.put(None)
 
 
 @dataclass(frozen=True)
@@ -233,6 +316,9 @@ class Scanner(ABC):
             key = id(me)
             try:
                 for t in it:
+                    if type(t) is Resolving:   # the stream's next batch: awaited, the loop goes on
+                        await t.wait()
+                        continue
                     await limiter.acquire(t.address)
                     busy[key] = t   # contacted from here on
                     try:
@@ -307,9 +393,12 @@ async def run_scan(
         store(o)
 
     reason_blocked = ctx.policy.reason_blocked
+    # names resolved while the scan goes: the default engine awaits each batch (Resolving)
+    source = targets.waiting() if isinstance(targets, ResolvingStream) and \
+        type(scanner).scan_many is Scanner.scan_many else targets
 
     def allowed_only() -> Iterator[ScanTarget]:
-        for t in targets:
+        for t in source:
             why = reason_blocked(t.address) if t.address else None
             if why:
                 record(ScanOutcome(t, ScanStatus.BLOCKED, None, why))

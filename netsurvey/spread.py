@@ -57,11 +57,18 @@ WINDOW = 40_000
 def interleave_windows(items: Iterable[T], key: Callable[[T], Optional[str]], window: int = WINDOW) -> Iterator[T]:
     """:func:`interleave_by_address` over consecutive windows of ``window`` items of a
     stream (bounded memory: one window). Items without a key pass at once (they keep their
-    own slot in any order). A sequence of keyed items no longer than a window comes out
-    exactly as :func:`interleave_by_address` orders it."""
+    own slot in any order); one with ``ends_window`` (a stream about to wait for its next
+    resolved batch) ends the window first, so probing overlaps resolution. A sequence of
+    keyed items no longer than a window comes out exactly as :func:`interleave_by_address`
+    orders it."""
     buf: list[T] = []
     for it in items:
         if key(it) is None:   # no address yet (a name resolved while probing): nothing to spread
+            if buf and getattr(it, "ends_window", False):
+                # the stream waits for its next batch (scanning.Resolving): the window ends
+                # here, its targets are probed meanwhile instead of waiting for a full window
+                yield from interleave_by_address(buf, key)
+                buf = []
             yield it
             continue
         buf.append(it)

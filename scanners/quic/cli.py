@@ -69,15 +69,22 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
 
     if not list_name and not target:
         raise UsageError("give --list NAME or --target")
+    if top is not None and not list_name:
+        raise UsageError("--top needs --list")
     if port <= 0 or port > 65535:
         raise UsageError("--port must be in 1..65535")
     extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
     listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    if listed is not None or any(t.address is None for t in extra):
+        from netsurvey.resolve import system_resolver
+
+        system_resolver()   # a resolver off the machine is bad input now, not at the first batch (run opened)
     return ResolvingStream(NameStream(listed, port, extra), _resolve_batch)
 
 
 def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-    """Every A and AAAA address of each name (each target keeps its own port)."""
+    """Every A and AAAA address of each name (each target keeps its own port); a name
+    without one fails with the resolver's reason (nxdomain, servfail, timeout, ...)."""
     from netsurvey.resolve import resolve_many
 
     res = asyncio.run(resolve_many([t.hostname for t in batch]))
@@ -85,7 +92,7 @@ def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[Scan
     for t in batch:
         addrs = res[t.hostname].addresses
         if not addrs:
-            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
+            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))
         out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
     return out, failed
 
@@ -298,14 +305,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout_s = parse_duration(timeout, "--timeout")
         if duration_s < every_s:
             raise UsageError("--for must be at least --every")
+        query = {"list": list_name, "top": top, "target": target, "port": port}
+        from netsurvey.runctx import is_dry_run
+
+        if is_dry_run():   # the plan from the names, unresolved: records a cancelled run, asks nothing, ends here
+            open_scan("quic-turnover", {"query": query}, packages=("aioquic",),
+                      targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
         targets = _targets(list_name, top, target, port)
         from netsurvey.agesearch import default_slots
 
         slots = sessions or default_slots(int(duration_s / every_s + 1e-9))
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s))
         ctx = open_scan("quic-turnover", params(targets, opts, slots=slots, hosts_in_flight=hosts_in_flight,
-                                                concurrency=concurrency,
-                                                query={"list": list_name, "top": top, "target": target, "port": port}),
+                                                concurrency=concurrency, query=query),
                         packages=("aioquic",), targets=targets, concurrency=concurrency)
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
                                                                    user_agent=user_agent(ctx.config.etiquette)))

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
@@ -63,12 +64,12 @@ class QuicDiscoverScanner(Scanner):
         """The name's HTTPS record, asked once for all its addresses (a name's addresses come
         together from the stream; the cache keeps the last ``HTTPS_CACHE`` names: bounded
         memory over a whole list, issue 26)."""
-        if hostname not in self._https_cache:
-            answer = await https_record_alpn(self._resolver, hostname)
+        answer = self._https_cache.get(hostname)
+        if answer is None:   # the question in flight is kept: its name's other addresses await it too
             if len(self._https_cache) >= HTTPS_CACHE:
                 self._https_cache.pop(next(iter(self._https_cache)))
-            self._https_cache[hostname] = answer
-        return self._https_cache[hostname]
+            answer = self._https_cache[hostname] = asyncio.ensure_future(https_record_alpn(self._resolver, hostname))
+        return await asyncio.shield(answer)   # one probe stopped does not cancel the others' answer
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         o = self.options

@@ -74,6 +74,10 @@ def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str
             raise UsageError(f"--target: {exc}") from None
         extra.append(ScanTarget(h, a, port, None))
     listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    if listed is not None or any(t.address is None for t in extra):
+        from netsurvey.resolve import system_resolver
+
+        system_resolver()   # a resolver off the machine is bad input now, not at the first batch (run opened)
     return target_stream(NameStream(listed, port, extra), port, ipv6)
 
 
