@@ -65,6 +65,12 @@ def _sweep_stale_keylogs(tmpdir: Optional[str] = None, older_than_s: float = 864
     return removed
 
 
+#: Secrets KeyLog keeps at most (the newest; oldest dropped first).
+KEYLOG_KEEP = 20_000
+#: The key log file is emptied when read whole past this size.
+KEYLOG_TRUNCATE_BYTES = 16 * 2**20
+
+
 class KeyLog:
     """An NSS key log file that OpenSSL appends to; secrets are looked up by client random.
     One per scanner process; lines are read incrementally and forgotten once used."""
@@ -94,6 +100,18 @@ class KeyLog:
                 continue
             self._secrets.setdefault(bytes.fromhex(parts[1].decode()), {})[parts[0].decode()] = \
                 bytes.fromhex(parts[2].decode())
+        # secrets of connections nobody looks up (a resumption check reads no tickets) were
+        # kept for the whole scan: ~25 MB over 100,000 targets (bench/scale.py, issue 26). A
+        # lookup follows its handshake while the connection is open, so the newest
+        # KEYLOG_KEEP (far above any --concurrency) suffice.
+        while len(self._secrets) > KEYLOG_KEEP:
+            del self._secrets[next(iter(self._secrets))]
+        # the file (every line of every connection, ~1 kB per target) is emptied once read
+        # whole: OpenSSL appends to it (CPython opens it "a") from this same thread, inside the
+        # handshakes, so nothing is written between the read above and the truncation
+        if self._owned and not self._rest and self._fh.tell() > KEYLOG_TRUNCATE_BYTES:
+            os.truncate(self.path, 0)
+            self._fh.seek(0)
 
     def server_traffic_secret(self, client_random: bytes) -> Optional[bytes]:
         """SERVER_TRAFFIC_SECRET_0 of the connection with this ClientHello random (popped)."""
