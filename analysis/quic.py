@@ -109,9 +109,9 @@ _STATE_ROWS = (
     # contacted: a name that did not resolve has no address, a blocked address was never probed
     ("probed", _PAIRS.format("f.status NOT IN ('resolution-failed', 'blocked')")),
     ("handshake succeeded", _PAIRS.format("f.status = 'success'")),
-    ("Retry sent (address validated before the handshake)", _PAIRS.format("f.retry")),
-    ("NEW_TOKEN token issued", _PAIRS.format("f.n_tokens > 0")),
-    ("session ticket issued", _PAIRS.format("f.n_tickets > 0")),
+    ("Retry sent (address validated before the handshake)", _PAIRS.format("f.status = 'success' AND f.retry")),
+    ("NEW_TOKEN token issued", _PAIRS.format("f.status = 'success' AND f.n_tokens > 0")),
+    ("session ticket issued", _PAIRS.format("f.status = 'success' AND f.n_tickets > 0")),
     ("revisit resumed the session (ticket accepted)", _PAIRS.format("r.status = 'success' AND r.session_resumed")),
     ("revisit's 0-RTT data accepted", _PAIRS.format("r.early_data_accepted")),
 )
@@ -123,8 +123,9 @@ def quic_state(ctx: FigureContext) -> None:
     and handed out state that links a revisit to the first visit (NEW_TOKEN tokens, session
     tickets), and how many accepted it on the revisit (resumption, 0-RTT; empty for a run
     without revisits, --no-resume). "probed" counts the addresses contacted (not names that
-    did not resolve, nor blocked addresses). Shares are of the addresses with a successful
-    handshake; counted in PostgreSQL."""
+    did not resolve, nor blocked addresses). Retry, tokens and tickets count among the
+    addresses with a successful handshake, so every share is of those (at most 1); counted
+    in PostgreSQL."""
     runs = list(ctx.run_ids("quic"))
     cols = ", ".join(expr for _, expr in _STATE_ROWS)
     with ctx.db.connect() as conn:

@@ -151,6 +151,8 @@ def parse_target_spec(spec: str) -> tuple[str, Optional[str]]:
     host = host.strip().lower().rstrip(".")
     if not host:
         raise ValueError(f"bad target {spec!r}: empty hostname")
+    if host.startswith("[") and host.endswith("]"):   # [v6]: the address itself (no brackets in SNI)
+        host = str(ipaddress.ip_address(host[1:-1]))
     if addr:
         ipaddress.ip_address(addr.strip())
         return host, addr.strip()
