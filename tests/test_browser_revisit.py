@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import run_cli
+from sniffing import Capture
 
 RTT_MS = 60.0
 
@@ -131,35 +132,9 @@ def test_three_engines_report_their_savings(db, timing_lte):
             ("firefox", "tls13"), ("webkit", "tls13")} <= got, got
 
 
-class _TimingSniffer:
-    """tests/sniffer.py on the timing vantage's link (tmv0, a TUN device) for a ``with``
-    block: every packet the vantage sends, seen by the kernel, not by netsurvey."""
-
-    def __init__(self, path):
-        self.path = path
-        self.packets: list[dict] = []
-
-    def __enter__(self):
-        import subprocess
-        from pathlib import Path
-
-        sniffer = Path(__file__).resolve().parent / "sniffer.py"
-        self.proc = subprocess.Popen(["ip", "netns", "exec", "nstt-vantage", sys.executable, str(sniffer), "--out",
-                                      str(self.path), "--iface", "tmv0", "--seconds", "300"],
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-        import time
-
-        time.sleep(0.3)
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=20)
-        self.stats = json.loads(out.strip().splitlines()[-1])
-        self.packets = [json.loads(x) for x in self.path.read_text().splitlines()]
-        return False
+def _TimingSniffer(path) -> Capture:
+    """The timing vantage's link (tmv0, a TUN device): every packet the vantage sends."""
+    return Capture("nstt-vantage", "tmv0", path)
 
 
 SERVER = {"198.18.250.2", "2001:2:0:250::2"}

@@ -9,40 +9,21 @@ name)."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import needs_root, run_cli
+from sniffing import Capture
 
 pytestmark = [needs_root(), pytest.mark.root]
 
-SNIFFER = Path(__file__).resolve().parent / "sniffer.py"
 VANTAGE_NS, IFACE = "nstb-vantage", "tbbr0"
 TLSBENCH = "198.18.2.10"   # every *.tlsbench.example.test (config/testbed.toml)
 
 
-class Sniff:
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.proc = subprocess.Popen(["ip", "netns", "exec", VANTAGE_NS, sys.executable, str(SNIFFER), "--out",
-                                      str(self.path), "--iface", IFACE, "--seconds", "200"],
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        return self
-
-    def __exit__(self, *exc):
-        time.sleep(0.3)
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=20)
-        self.stats = json.loads(out.strip().splitlines()[-1])
-        self.packets = [json.loads(x) for x in self.path.read_text().splitlines()]
-        return False
+def Sniff(path: Path) -> Capture:
+    return Capture(VANTAGE_NS, IFACE, path, seconds=200)
 
 
 def _import(db, tmp_path, names, name):

@@ -53,21 +53,14 @@ def targets_from_options(list_name: Optional[str], top: Optional[int], names: li
     if top is not None and not list_name:
         raise UsageError("--top selects from a --list: give --list NAME")
     listed = stream_targets(migrated_db(), list_name, top) if list_name else None
-    from netsurvey import shard
-
-    spec = shard.current()
     extra = []
     for n in names:
         try:
             h = normalize_hostname(n)
         except ValueError as exc:
             raise UsageError(f"--name {n!r}: {exc}") from None
-        if spec is not None:   # in a shard: only its own names (as stream_targets does for a list)
-            shard.mark_filtered()
-            if shard.shard_of(h, spec.count) != spec.index:
-                continue
         extra.append(ScanTarget(h, None, 53, None))
-    return NameStream(listed, 53, extra)
+    return NameStream(listed, 53, extra)   # in a shard: NameStream keeps only the shard's own names
 
 
 def check_allowed(option: str, address: str) -> None:
