@@ -1,0 +1,54 @@
+"""Adversary (session 32, second pass) on the run liveness lock (runs.hold_run)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, needs_root
+from test_tls_lifetime_schedule import _argv, _config, _q, _short
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@needs_root()
+def test_resume_refused_after_the_liveness_session_dropped(db, testbed, tmp_path):
+    """The liveness lock lives in one kept-open session: a database restart, an idle-session
+    timeout or pg_terminate_backend drops it while the run goes on (its other connections are
+    opened per use). A --resume from another process then ran the live run a second time.
+    Now the running process notices its lost session and takes its locks again within ~1 s."""
+    from netsurvey.runs import RUN_LIVENESS_KEY
+
+    h = _short(testbed)
+    cfg = _config(tmp_path, 20)
+    args = ["--target", f"short.example.test={h['addresses'][0]}", "--max-age", "60", "--step", "5"]
+    first = subprocess.Popen(_argv(db, cfg, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=REPO, start_new_session=True)
+    second = None
+    try:
+        t0 = time.monotonic()
+        while not _q(db, "SELECT count(*) FROM tls_lifetime_event")[0][0]:
+            assert time.monotonic() - t0 < 60 and first.poll() is None, "no event"
+            time.sleep(0.3)
+        run_id = _q(db, "SELECT id FROM scan_run WHERE kind = 'tls-lifetime'")[0][0]
+        pids = _q(db, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s",
+                  RUN_LIVENESS_KEY, run_id)
+        assert len(pids) == 1
+        _q(db, "SELECT pg_terminate_backend(%s)", pids[0][0])
+        time.sleep(3)
+        assert first.poll() is None   # the run goes on
+        second = subprocess.Popen(_argv(db, cfg, "--resume", str(run_id)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+        try:
+            _, err = second.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("a --resume of a run still running elsewhere was not refused (it ran)")
+        assert second.returncode == 2 and "still being run by another process" in err, (second.returncode, err[-2000:])
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate(timeout=30)
