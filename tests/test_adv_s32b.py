@@ -52,3 +52,24 @@ def test_resume_refused_after_the_liveness_session_dropped(db, testbed, tmp_path
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate(timeout=30)
+
+
+def test_runs_in_one_process_leave_no_liveness_lock(db):
+    """A long-lived process (jobs worker, an in-process CLI sequence) starting and ending runs
+    keeps no advisory lock: also not for a run it started, failed without ending (an exception
+    before finish) and then resumed in the same session (re-entrant lock taken twice, released
+    once: held until the process exits, and every --resume elsewhere refused)."""
+    from netsurvey.runs import RUN_LIVENESS_KEY, hold_run, start_run
+
+    def held() -> int:
+        with db.connect() as conn:
+            return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+                                (RUN_LIVENESS_KEY,)).fetchone()[0]
+
+    for _ in range(20):
+        start_run(db, "tls-lifetime", {}).finish()
+    assert held() == 0
+    run = start_run(db, "tls-lifetime", {})   # ... its command raised before finish
+    hold_run(db, run.id, resuming=True)        # --resume of it, in the same process
+    run.finish()
+    assert held() == 0
