@@ -194,6 +194,17 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
 
         raise UsageError(f"--resume: run {run_id} is still being run by another process; stop it first "
                          "(a killed run can be resumed at once)")
+    if resuming:
+        # read again under the lock: the process that ran it may have finished it (and let the
+        # lock go) between the caller's status check and this lock; the resume then set a
+        # finished run 'running' and probed it all again
+        with db.connect() as c:
+            row = c.execute("SELECT status FROM scan_run WHERE id = %s", (int(run_id),)).fetchone()
+        if row is not None and row[0] == "finished":
+            release_run(db, run_id)
+            from .errors import UsageError
+
+            raise UsageError(f"--resume: run {run_id} is already finished")
 
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),

@@ -73,3 +73,19 @@ def test_runs_in_one_process_leave_no_liveness_lock(db):
     hold_run(db, run.id, resuming=True)        # --resume of it, in the same process
     run.finish()
     assert held() == 0
+
+
+def test_resume_reads_the_status_again_under_the_lock(db):
+    """The resume commands read the run's status, then take its lock: a run its process
+    finished in between (status 'finished', lock let go) was resumed, set 'running' again and
+    probed again. hold_run(resuming=True) reads the status under the lock."""
+    from netsurvey.errors import UsageError
+    from netsurvey.runs import RUN_LIVENESS_KEY, hold_run, start_run
+
+    run = start_run(db, "tls-lifetime", {})
+    run.finish()   # ... after the resuming process read 'running'
+    with pytest.raises(UsageError, match="already finished"):
+        hold_run(db, run.id, resuming=True)
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+                            (RUN_LIVENESS_KEY,)).fetchone()[0] == 0
