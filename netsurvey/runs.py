@@ -199,12 +199,16 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
         # lock go) between the caller's status check and this lock; the resume then set a
         # finished run 'running' and probed it all again
         with db.connect() as c:
-            row = c.execute("SELECT status FROM scan_run WHERE id = %s", (int(run_id),)).fetchone()
-        if row is not None and row[0] == "finished":
+            row = c.execute("SELECT status, coalesce(parameters->>'dry_run', '') FROM scan_run WHERE id = %s",
+                            (int(run_id),)).fetchone()
+        if row is not None and (row[0] == "finished" or row[1] == "true"):
             release_run(db, run_id)
             from .errors import UsageError
 
-            raise UsageError(f"--resume: run {run_id} is already finished")
+            # a dry run's record (cancelled, with the plan) was resumed as a real run: it probed
+            # everything while its row still says dry_run
+            raise UsageError(f"--resume: run {run_id} is already finished" if row[0] == "finished" else
+                             f"--resume: run {run_id} was a dry run (nothing was run); start the scan anew")
 
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
