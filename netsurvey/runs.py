@@ -5,6 +5,8 @@ import json
 import platform
 import socket
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Optional
@@ -102,6 +104,46 @@ NEW_RUN_LOCK = "LOCK TABLE scan_run IN SHARE ROW EXCLUSIVE MODE"
 RUN_LIVENESS_KEY = 0x6E73
 _liveness: dict[str, Any] = {}   # dsn -> the connection holding this process's run locks
 _held: set[tuple[str, int]] = set()
+#: Seconds between two checks that the liveness session is still there. A database restart,
+#: an idle-session timeout or pg_terminate_backend drops it (and the locks) while the run goes
+#: on: a --resume from another process then ran the live run a second time.
+LIVENESS_CHECK_S = 1.0
+_watch_lock = threading.Lock()   # one user of the liveness connections at a time
+_watching: list[threading.Thread] = []
+
+
+def _retake_locks() -> None:
+    """Check every liveness session; one that is gone is opened again and its runs' locks
+    taken again. A run another process took meanwhile: say so on stderr (one line)."""
+    import psycopg
+
+    with _watch_lock:
+        for dsn in {d for d, _ in _held}:
+            conn = _liveness.get(dsn)
+            try:
+                if conn is not None and not conn.closed:
+                    conn.execute("SELECT 1")
+                    continue
+            except psycopg.Error:
+                pass
+            try:
+                if conn is not None:
+                    conn.close()
+                conn = _liveness[dsn] = psycopg.connect(dsn, autocommit=True)
+                for d, run_id in sorted(_held):
+                    if d == dsn and not conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                                     (RUN_LIVENESS_KEY, run_id)).fetchone()[0]:
+                        print(f"run {run_id}: its liveness lock was lost and another process holds it now "
+                              "(a --resume of it elsewhere?)", file=sys.stderr)
+            except psycopg.Error:
+                pass   # the database is still away: tried again at the next check
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(LIVENESS_CHECK_S)
+        if _held:
+            _retake_locks()
 
 
 def release_run(db: Database, run_id: int) -> None:
@@ -109,13 +151,14 @@ def release_run(db: Database, run_id: int) -> None:
     otherwise fill the server's lock table)."""
     if (db.dsn, int(run_id)) not in _held:
         return
-    _held.discard((db.dsn, int(run_id)))
-    conn = _liveness.get(db.dsn)
-    try:
-        if conn is not None and not conn.closed:
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))
-    except Exception:   # the connection is gone, and the lock with it
-        pass
+    with _watch_lock:
+        _held.discard((db.dsn, int(run_id)))
+        conn = _liveness.get(db.dsn)
+        try:
+            if conn is not None and not conn.closed:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))
+        except Exception:   # the connection is gone, and the lock with it
+            pass
 
 
 def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
@@ -125,24 +168,47 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
     of running it twice at once (its rows would be written twice)."""
     import psycopg
 
-    for attempt in (1, 2):   # a connection from before a database restart is replaced once
-        conn = _liveness.get(db.dsn)
-        if conn is None or conn.closed:
-            conn = _liveness[db.dsn] = psycopg.connect(db.dsn, autocommit=True)
-        try:
-            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id))).fetchone()[0]
-            break
-        except psycopg.OperationalError:
-            conn.close()
-            if attempt == 2:
-                raise
-    if got:
-        _held.add((db.dsn, int(run_id)))
+    with _watch_lock:
+        for attempt in (1, 2):   # a connection from before a database restart is replaced once
+            conn = _liveness.get(db.dsn)
+            if conn is None or conn.closed:
+                conn = _liveness[db.dsn] = psycopg.connect(db.dsn, autocommit=True)
+            try:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                   (RUN_LIVENESS_KEY, int(run_id))).fetchone()[0]
+                break
+            except psycopg.OperationalError:
+                conn.close()
+                if attempt == 2:
+                    raise
+        if got and (db.dsn, int(run_id)) in _held:
+            # re-entrant in one session: taken twice here, it would stay held after its one release
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))
+        if got:
+            _held.add((db.dsn, int(run_id)))
+            if not _watching:
+                _watching.append(threading.Thread(target=_watch, name="run-liveness", daemon=True))
+                _watching[0].start()
     if not got and resuming:
         from .errors import UsageError
 
         raise UsageError(f"--resume: run {run_id} is still being run by another process; stop it first "
                          "(a killed run can be resumed at once)")
+    if resuming:
+        # read again under the lock: the process that ran it may have finished it (and let the
+        # lock go) between the caller's status check and this lock; the resume then set a
+        # finished run 'running' and probed it all again
+        with db.connect() as c:
+            row = c.execute("SELECT status, coalesce(parameters->>'dry_run', '') FROM scan_run WHERE id = %s",
+                            (int(run_id),)).fetchone()
+        if row is not None and (row[0] == "finished" or row[1] == "true"):
+            release_run(db, run_id)
+            from .errors import UsageError
+
+            # a dry run's record (cancelled, with the plan) was resumed as a real run: it probed
+            # everything while its row still says dry_run
+            raise UsageError(f"--resume: run {run_id} is already finished" if row[0] == "finished" else
+                             f"--resume: run {run_id} was a dry run (nothing was run); start the scan anew")
 
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
