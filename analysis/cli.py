@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from netsurvey.options import json_option, out_option
 
 from netsurvey.errors import UsageError
 
@@ -23,7 +24,7 @@ def _input_file(value: Optional[Path]) -> Optional[Path]:
 INPUT = typer.Option(None, "--input", callback=_input_file,
                      help="Input file (see analysis/README.md); default: the database.")
 RUNS = typer.Option([], "--run", help="scan_run id(s) to read from the database (default: all rows of the view).")
-OUT = typer.Option(None, "--out", help="Write the JSON here instead of stdout.")
+OUT = out_option(None, "Write the JSON here instead of stdout.")
 
 
 def _emit(result: dict, out: Optional[Path]) -> None:
@@ -160,7 +161,7 @@ def sim_shared_validation(
 
 @simulate_app.command("oob-tokens")
 def sim_oob(
-    input: Optional[Path] = typer.Option(None, "--input", callback=_input_file, help="Optional domain trees (JSON) for the mean sequential connections."),
+    input: Optional[Path] = typer.Option(None, "--input", dir_okay=False, callback=_input_file, help="Optional domain trees (JSON) for the mean sequential connections."),
     out: Optional[Path] = OUT,
     t_proc_ms: float = typer.Option(40.0, "--t-proc", help="Handshake processing time [ms] (thesis: 40)."),
     rtt_ms: float = typer.Option(90.0, "--rtt", help="RTT of the web-browsing example [ms] (thesis: 90)."),
@@ -213,7 +214,7 @@ def sim_quicsocks(
 
 @simulate_app.command("prolongation")
 def sim_prolongation(
-    input: Optional[Path] = typer.Option(None, "--input", callback=_input_file, help="DNS log CSV: user_id,unix_time,hostname (header optional)."),
+    input: Optional[Path] = typer.Option(None, "--input", dir_okay=False, callback=_input_file, help="DNS log CSV: user_id,unix_time,hostname (header optional)."),
     out: Optional[Path] = OUT,
     lifetimes: Optional[str] = typer.Option(None, "--lifetimes", help="Comma-separated lifetimes, e.g. 5m,1h,24h,7d (default: 1m..7d)."),
     start: Optional[float] = typer.Option(None, "--sample-start", help="Start of the sample period [unix s] (default: first query)."),
@@ -293,7 +294,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     def report_cmd(
         out_dir: Path = typer.Option(Path("out/report"), "--out", help="Output directory (index.html + figures/)."),
         runs: list[int] = typer.Option([], "--run", help="scan_run id(s) to use (default: the latest per kind)."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+        as_json: bool = json_option(help="Print a JSON summary."),
     ) -> None:
         """Write a self-contained HTML report of every figure and table the database supports."""
         from netsurvey.clictx import migrated_db
@@ -333,7 +334,7 @@ def _register_plot(app: typer.Typer) -> None:
         runs: list[int] = typer.Option([], "--run", help="scan_run id(s) to use (default: the latest run)."),
         out_dir: Path = typer.Option(Path("out/figures"), "--out", help="Output directory."),
         list_: bool = typer.Option(False, "--list", help="List every figure with its source tables."),
-        as_json: bool = typer.Option(False, "--json", help="JSON output."),
+        as_json: bool = json_option(help="JSON output."),
     ) -> None:
         """Write a figure (PNG + SVG + CSV) or table (CSV) from the database; never touches the network."""
         from .figures import load_all, render

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from netsurvey.options import json_option, port_option, timeout_option
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan, state
@@ -54,7 +55,7 @@ def _addr(value: str, flag: str) -> str:
 def authoritative_cmd(
     zone: str = typer.Option(..., "--zone", help="Zone to answer for (delegated to this server)."),
     listen: List[str] = typer.Option(..., "--listen", help="Address to bind (repeatable)."),
-    port: int = typer.Option(53, "--port", help="UDP/TCP port."),
+    port: int = port_option(53, help="UDP/TCP port."),
     max_seconds: Optional[float] = typer.Option(None, "--max-seconds",
                                                 help="Stop after this many seconds (default: until SIGTERM)."),
 ) -> None:
@@ -134,13 +135,13 @@ def run_cmd(
                                          "target); default [scanners.atlas] server_v4/v6."),
     zone: Optional[str] = typer.Option(None, "--zone", help="Instrumented zone (default [scanners.atlas] zone)."),
     af: int = typer.Option(4, "--af", help="Address family, 4 or 6."),
-    asn_db: Optional[Path] = typer.Option(None, "--asn-db", help="pyasn IP-to-ASN file for the AS classification."),
+    asn_db: Optional[Path] = typer.Option(None, "--asn-db", dir_okay=False, help="pyasn IP-to-ASN file for the AS classification."),
     api_host: Optional[str] = typer.Option(None, "--api-host", help="API host (default atlas.ripe.net)."),
-    ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", help="CA bundle to verify the API with."),
+    ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", dir_okay=False, help="CA bundle to verify the API with."),
     poll: Optional[float] = typer.Option(None, "--poll", help="Seconds between status polls."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up waiting after this many seconds."),
+    timeout: Optional[float] = timeout_option(None, help="Give up waiting after this many seconds."),
     no_server_ping: bool = typer.Option(False, "--no-server-ping", help="Skip RTT_Server pings from this host."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
+    as_json: bool = json_option(help="Print the run id and counts as JSON."),
 ) -> None:
     """Run a campaign: resolver discovery, probe pings, server pings, AS mapping."""
     from .api import AtlasApiError, AtlasClient
@@ -189,8 +190,8 @@ def run_cmd(
 def fetch_cmd(
     run: int = typer.Option(..., "--run", help="Campaign run id."),
     api_host: Optional[str] = typer.Option(None, "--api-host", help="API host (default atlas.ripe.net)."),
-    ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", help="CA bundle to verify the API with."),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", dir_okay=False, help="CA bundle to verify the API with."),
+    as_json: bool = json_option(help="JSON output."),
 ) -> None:
     """Fetch (again) the results of a campaign's measurements; adds only what is new."""
     from .api import AtlasApiError, AtlasClient
@@ -211,8 +212,8 @@ def fetch_cmd(
 @atlas_app.command("asmap")
 def asmap_cmd(
     run: int = typer.Option(..., "--run", help="Campaign run id."),
-    asn_db: Path = typer.Option(..., "--asn-db", help="pyasn IP-to-ASN file."),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    asn_db: Path = typer.Option(..., "--asn-db", dir_okay=False, help="pyasn IP-to-ASN file."),
+    as_json: bool = json_option(help="JSON output."),
 ) -> None:
     """(Re)map every address of a campaign to its origin AS (same-AS vs other-AS)."""
     from .asmap import AsnMap

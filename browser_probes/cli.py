@@ -12,6 +12,7 @@ from typing import List, Optional
 from urllib.parse import urlsplit
 
 import typer
+from netsurvey.options import check_targets, json_option, list_option, top_option
 
 from netsurvey.measure import measurement
 
@@ -55,14 +56,14 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"))
     def pageload(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list: visits https://HOSTNAME/."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets of the list."),
+        list_name: Optional[str] = list_option(help="Target list: visits https://HOSTNAME/."),
+        top: Optional[int] = top_option(help="Only the first N targets of the list."),
         url: List[str] = typer.Option([], "--url", help="Extra URL to visit (repeatable)."),
         browsers: int = typer.Option(2, "--browsers", help="Parallel browser instances."),
         browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         page_timeout: float = typer.Option(15.0, "--page-timeout", help="Page-load timeout per visit [s]."),
         profile_root: Optional[Path] = typer.Option(None, "--profile-root", help="Directory for fresh profiles."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+        as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Visit pages with parallel real browsers and log every resource (BLAST)."""
         from rich.console import Console
@@ -80,8 +81,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--browsers must be between 1 and 16")
         if page_timeout <= 0:
             raise UsageError("--page-timeout must be positive")
-        if not list_name and not url:
-            raise UsageError("give --list NAME and/or --url URL")
+        check_targets(list_name, top, url, what="--url URL")
         db = migrated_db()
         policy = TargetPolicy.from_config(state.config.etiquette)
         from netsurvey.resolve import system_resolver
@@ -134,7 +134,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         profile: Optional[str] = typer.Option(None, "--profile", help="Run behind the tracking vantage's delay "
                                               "line with this link profile ([[profile]] of config/testbed.toml, "
                                               "e.g. lte, cable; none = through the line without delay)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
+        as_json: bool = json_option(help="Print the verdicts as JSON."),
     ) -> None:
         """Tracking-period probes: does the browser present an earlier context's TLS state?"""
         from netsurvey.clictx import open_scan
@@ -241,7 +241,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                            "offsets [s] only (repeatable)."),
         short: bool = typer.Option(False, "--short", help="Probe the short-lived host (hint.track.test, 4 s) "
                                    "instead of the never-expiring one (tls13-psk only): a known answer."),
-        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+        as_json: bool = json_option(help="Print the results as JSON."),
     ) -> None:
         """The browser's own lifetime of TLS / QUIC state: its clock moved forward (clockshift.c)."""
         from netsurvey.clictx import open_scan
@@ -291,8 +291,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
         transport: List[str] = typer.Option(["tls12", "tls13", "quic"], "--transport",
                                             help="tls12, tls13 or quic (repeatable)."),
-        repeat: int = typer.Option(5, "--repeat", help="First/revisit pairs per browser and transport."),
-        as_json: bool = typer.Option(False, "--json", help="Print the per-browser savings as JSON."),
+        repeat: int = typer.Option(5, "--repeat", min=1, help="First/revisit pairs per browser and transport."),
+        as_json: bool = json_option(help="Print the per-browser savings as JSON."),
     ) -> None:
         """The time a browser saves on a revisit with state, on the timing testbed (run it there:
         netsurvey testbed timing exec -- netsurvey browser revisit ...)."""

@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
+from .options import concurrency_option, json_option, list_option, out_option
 from rich.console import Console
 from rich.table import Table
 
@@ -47,7 +49,7 @@ def _print_version(value: bool) -> None:
 def _global(
     dsn: Optional[str] = typer.Option(None, "--dsn", envvar="NETSURVEY_DSN",
                                       help="libpq DSN of an external PostgreSQL (default: embedded pgserver)."),
-    config: Optional[Path] = typer.Option(None, "--config", envvar="NETSURVEY_CONFIG",
+    config: Optional[Path] = typer.Option(None, "--config", envvar="NETSURVEY_CONFIG", dir_okay=False,
                                           help="Survey config TOML (default: ./config/survey.toml if present)."),
     version: bool = typer.Option(False, "--version", is_eager=True, expose_value=False, callback=_print_version,
                                  help="Print the version (and the code's git commit) and exit."),
@@ -80,7 +82,7 @@ def db_migrate() -> None:
 
 
 @db_app.command("status")
-def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def db_status(as_json: bool = json_option(help="Print JSON.")) -> None:
     """Server version, applied and pending migrations, core row counts."""
     st = state.database(create=False).status()
     if as_json:
@@ -94,7 +96,7 @@ def db_status(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
 
 
 @db_app.command("docs")
-def db_docs(out_file: Optional[Path] = typer.Option(None, "--out", help="Markdown file (default: docs/schema.md).")) -> None:
+def db_docs(out_file: Optional[Path] = out_option(None, "Markdown file (default: docs/schema.md).")) -> None:
     """Write the data dictionary (every table, view and column) from the database's comments."""
     from .schemadoc import DEFAULT_OUT, write
 
@@ -109,7 +111,7 @@ def db_archive_run(
     drop: bool = typer.Option(False, "--drop", help="Then drop the run's partitions and its scan_run row."),
     lock_timeout_s: float = typer.Option(5.0, "--lock-timeout-s", help="With --drop: seconds to wait for tables "
                                          "another transaction (a running scan) holds, then give up (nothing dropped)."),
-    as_json: bool = typer.Option(False, "--json", help="Print what was written and dropped as JSON."),
+    as_json: bool = json_option(help="Print what was written and dropped as JSON."),
 ) -> None:
     """Export one run (netsurvey export) and, with --drop, drop its partitions (docs/retention.md)."""
     from .config import finite
@@ -147,7 +149,7 @@ def targets_import(
     list_name: str = typer.Option(..., "--list", help="Name the list is stored under."),
     date: Optional[str] = typer.Option(None, "--date", help="List date YYYY-MM-DD (default: today)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an import of the same name and date."),
-    as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
+    as_json: bool = json_option(help="Print the import report as JSON."),
 ) -> None:
     """Import a top list (streams; normalises names; de-duplicates; reports bad lines)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -183,7 +185,7 @@ def targets_import(
 
 
 @targets_app.command("list")
-def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def targets_list(as_json: bool = json_option(help="Print JSON.")) -> None:
     """Imported lists with their sizes."""
     with state.database(create=False).connect() as conn:
         if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:
@@ -205,7 +207,7 @@ def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 @app.command("sql")
 def sql_cmd(
     query: Optional[str] = typer.Argument(None, help="One SQL statement, run in a read-only transaction; - reads it from stdin."),
-    file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the statement from this file (- = stdin)."),
+    file: Optional[Path] = typer.Option(None, "-f", "--file", dir_okay=False, help="Read the statement from this file (- = stdin)."),
     fmt: str = typer.Option("table", "--format", help="table, csv, json (an array) or jsonl (one object a line); see docs/data.md."),
     timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
                                               help="Statement timeout (default [database].statement_timeout_s, 300)."),
@@ -282,12 +284,12 @@ app.add_typer(schedule_app, name="schedule")
 
 @app.command("worker")
 def worker_cmd(
-    concurrency: int = typer.Option(1, "--concurrency", help="Shards this worker runs at once."),
+    concurrency: int = concurrency_option(1, help="Shards this worker runs at once."),
     once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of waiting."),
     heartbeat: float = typer.Option(5.0, "--heartbeat", help="Seconds between worker heartbeats."),
     stalled_after: float = typer.Option(15.0, "--stalled-after",
                                         help="Retry jobs of workers silent for this many seconds."),
-    schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file (default config/schedule.toml)."),
+    schedule: Optional[Path] = typer.Option(None, "--schedule", dir_okay=False, help="Schedule file (default config/schedule.toml)."),
 ) -> None:
     """Pull sharded scan tasks from the queue (procrastinate) and run them; also fires the
     schedule's cron entries. Run any number of workers on any machine sharing the DSN."""
@@ -309,7 +311,7 @@ def worker_cmd(
 
 
 @runs_app.callback()
-def runs_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+def runs_list(ctx: typer.Context, as_json: bool = json_option(help="Print JSON."),
               limit: int = typer.Option(20, "--limit", help="Most recent runs to show.")) -> None:
     """Recent runs with their status, shard progress and counts."""
     if ctx.invoked_subcommand:
@@ -347,8 +349,8 @@ def runs_cancel(run_id: int = typer.Argument(..., help="scan_run id.")) -> None:
 
 
 @schedule_app.command("list")
-def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file."),
-                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", dir_okay=False, help="Schedule file."),
+                  as_json: bool = json_option(help="Print JSON.")) -> None:
     """Declared campaigns and when each is due next (cron entries, UTC)."""
     from .jobs import load_schedule, next_due
 
@@ -368,7 +370,7 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", he
 
 @schedule_app.command("start")
 def schedule_start(name: str = typer.Argument(..., help="A rounds x interval entry."),
-                   schedule: Optional[Path] = typer.Option(None, "--schedule", help="Schedule file.")) -> None:
+                   schedule: Optional[Path] = typer.Option(None, "--schedule", dir_okay=False, help="Schedule file.")) -> None:
     """Queue a 'rounds x interval' campaign as one run with rounds (workers run each round on time)."""
     from .campaign import start_rounds
     from .jobs import load_schedule
@@ -421,6 +423,8 @@ def _prepare_commands(cmd) -> None:
         if getattr(p, "param_type_name", "") == "option" and getattr(p, "multiple", False) \
                 and p.name not in _COMMAS_INSIDE:
             p.process_value = _comma_lists(p.process_value)
+    for p in cmd.params:   # the value rules every option and argument follows
+        p.process_value = _value_rules(p, p.process_value)
     parse = cmd.parse_args
 
     def parse_args(ctx, args, _parse=parse, _single=single, _subs=subs):
@@ -451,6 +455,58 @@ def _comma_lists(process_value):
     return split
 
 
+#: lone surrogates: bytes of the command line that are not UTF-8 (decoded with surrogateescape)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+#: control characters (a newline would split a one-line error, a stored value, a log line)
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _annotation_kind(p) -> Optional[type]:
+    """float or Path when the option's values are numbers or paths (also Optional/List of
+    them), else None."""
+    import typing
+
+    td = getattr(p, "type_descriptor", None)
+    t = getattr(td, "annotation", None)
+    for _ in range(3):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if typing.get_origin(t) in (typing.Union, list, tuple) and len(args) == 1:
+            t = args[0]
+    return t if t in (float, Path) else None
+
+
+def _value_rules(p, process_value):
+    """Rules every value of every option follows, applied before its own parser: valid
+    UTF-8, no control characters, no empty path, and numbers finite (``nan``, ``inf`` and
+    ``1e309`` reached JSON columns and models: an internal error or a NaN in the output)."""
+    import math
+
+    from .clicompat import click_exceptions
+
+    kind = _annotation_kind(p)
+
+    def bad(ctx, text):
+        raise click_exceptions.BadParameter(text, ctx=ctx, param=p)
+
+    def check(ctx, value, _pv=process_value):
+        for raw in (value if isinstance(value, (list, tuple)) else [value]):
+            if not isinstance(raw, str):
+                continue
+            if _NOT_UTF8.search(raw):
+                bad(ctx, "the value is not valid UTF-8")
+            if _CONTROL.search(raw):
+                bad(ctx, f"{raw.encode('unicode_escape').decode()[:60]!r} holds a control character")
+            if kind is Path and not raw.strip():
+                bad(ctx, "the path is empty")
+        out = _pv(ctx, value)
+        if kind is float:
+            for v in (out if isinstance(out, (list, tuple)) else [out]):
+                if isinstance(v, float) and not math.isfinite(v):
+                    bad(ctx, f"{v!r} is not a finite number")
+        return out
+    return check
+
+
 def _refuse_repeats(ctx, args: list[str], options) -> None:
     from .clicompat import click_exceptions
 
@@ -460,6 +516,13 @@ def _refuse_repeats(ctx, args: list[str], options) -> None:
         n = sum(1 for a in args if a in names or (a.startswith("--") and a.split("=", 1)[0] in names and "=" in a))
         if n > 1:
             raise click_exceptions.UsageError(f"{p.opts[-1]} given {n} times; it takes one value (give it once)", ctx)
+
+
+def _one_line(text: str) -> str:
+    """An error message as one printable line: control characters and bytes that are not
+    UTF-8 (from a hostile value echoed back) escaped."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 def main() -> None:
@@ -476,7 +539,7 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as exc:  # bad option or value: one line, exit 2
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
-        err.print(f"netsurvey: error: {where}{exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        err.print(_one_line(f"netsurvey: error: {where}{exc.format_message()}"), highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except _Exit as exc:
         sys.exit(exc.exit_code)
@@ -484,13 +547,13 @@ def main() -> None:
         err.print("netsurvey: aborted", highlight=False, markup=False)
         sys.exit(130)
     except click.ClickException as exc:
-        err.print(f"netsurvey: error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        err.print(_one_line(f"netsurvey: error: {exc.format_message()}"), highlight=False, markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except UsageError as exc:
-        err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        err.print(_one_line(f"netsurvey: error: {exc}"), highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except MigrationError as exc:
-        err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        err.print(_one_line(f"netsurvey: error: {exc}"), highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)
     except Exception as exc:  # a bug of ours: one line for the user, the trace on request
         if os.environ.get("NETSURVEY_TRACEBACK"):
@@ -498,8 +561,8 @@ def main() -> None:
         from .secrets import mask_argv
 
         said = " ".join(mask_argv(str(exc).split()))
-        err.print(f"netsurvey: internal error ({type(exc).__name__}: {said}); this is a bug in "
-                  "netsurvey: rerun with NETSURVEY_TRACEBACK=1 and report what it prints",
+        err.print(_one_line(f"netsurvey: internal error ({type(exc).__name__}: {said}); this is a bug in "
+                            "netsurvey: rerun with NETSURVEY_TRACEBACK=1 and report what it prints"),
                   highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)
 

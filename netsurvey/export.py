@@ -37,6 +37,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import psycopg
 import typer
+from .options import json_option
 from psycopg import sql
 
 from .db import Database
@@ -426,7 +427,7 @@ def export_command(
     tables: list[str] = typer.Option([], "--table", help="Only this table or view (repeatable; default: every table with a run_id column)."),
     fmt: str = typer.Option("parquet", "--format", help="jsonl, parquet or csv."),
     out_dir: Path = typer.Option(..., "--out", help="New or empty directory for the files and manifest.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+    as_json: bool = json_option(help="Print the manifest as JSON."),
 ) -> None:
     """Write one run's rows (one file per table) and manifest.json with checksums; streams."""
     from .clictx import migrated_db

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from netsurvey.options import json_option
 from rich.console import Console
 from rich.table import Table
 
@@ -53,7 +54,7 @@ def up(config: Optional[Path] = _CONFIG_OPT) -> None:
 
 
 @testbed_app.command("status")
-def status(as_json: bool = typer.Option(False, "--json", help="Print state and ground truth as JSON."),
+def status(as_json: bool = json_option(help="Print state and ground truth as JSON."),
            config: Optional[Path] = _CONFIG_OPT) -> None:
     """What runs, and the ground truth of every host."""
     st = _testbed(config).status()

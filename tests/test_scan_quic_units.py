@@ -8,7 +8,8 @@ import struct
 import pytest
 
 from netsurvey.errors import UsageError
-from scanners.quic.cli import parse_duration, parse_target
+from netsurvey.durations import duration_option_s as parse_duration  # the one duration parser
+from scanners.quic.cli import parse_target
 from scanners.quic.discover import parse_alt_svc
 from scanners.quic.records import RESERVED_VERSION
 from scanners.quic.turnover import HostTurnover, _Sample, common_prefix_len, key_changes, key_prefix_len, summarize

@@ -6,10 +6,15 @@ import struct
 
 import pytest
 
-from scanners.tfo.cli import parse_duration
+import functools
+
+from netsurvey.durations import duration_option_s
 from scanners.tfo.engine import PORT_BASE, PORT_RANGE, AddressRange, keyed_hash, probe_fields
 from scanners.tfo.packets import SynTemplate, _sum16, fold, parse_options, syn_options, tfo_option
 from netsurvey.errors import UsageError
+
+#: tfo-lb's --interval: the one duration parser, zero allowed (rounds back to back)
+parse_duration = functools.partial(duration_option_s, option="--interval", allow_zero=True)
 
 
 @pytest.mark.parametrize("n", [4, 6, 8, 10, 12, 14, 16, 0])

@@ -7,6 +7,7 @@ import json
 from typing import Optional
 
 import typer
+from netsurvey.options import concurrency_option, json_option, list_option, timeout_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -77,8 +78,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',))
     def dns_ttl(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        list_name: Optional[str] = list_option(help="Target list to scan."),
+        top: Optional[int] = top_option(help="Only the first N targets."),
         names: list[str] = typer.Option([], "--name", help="Extra hostname (repeatable)."),
         resolver: Optional[str] = typer.Option(None, "--resolver",
                                                help="Resolver the delegation walk starts from (default: resolv.conf)."),
@@ -87,12 +88,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         family: str = typer.Option("any", "--family", help="Transport to nameservers: 4, 6 or any."),
         qtypes: str = typer.Option("A,AAAA", "--types", help="Record types, comma-separated (A, AAAA)."),
         edns_payload: int = typer.Option(1232, "--edns-payload", help="EDNS UDP payload in bytes; 0 = no EDNS."),
-        concurrency: int = typer.Option(1000, "--concurrency", help="Hostnames in flight (queries are windowed per server)."),
+        concurrency: int = concurrency_option(1000, help="Hostnames in flight (queries are windowed per server)."),
         rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
         ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s per nameserver, below etiquette.per_destination_pps (default: that limit alone)."),
         retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
-        timeout: float = typer.Option(0.5, "--timeout", help="First retransmit timeout in seconds (then adaptive, doubled per retry)."),
-        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+        timeout: float = timeout_option(0.5, help="First retransmit timeout in seconds (then adaptive, doubled per retry)."),
+        as_json: bool = json_option(help="Print run id and counts as JSON."),
     ) -> None:
         """Authoritative TTLs of A/AAAA records (thesis 2.4.2, Fig 2.5)."""
         from .ttl import QTYPES, TtlOptions, TtlScanner
@@ -122,21 +123,21 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',))
     def dns_ecs(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        list_name: Optional[str] = list_option(help="Target list to scan."),
+        top: Optional[int] = top_option(help="Only the first N targets."),
         names: list[str] = typer.Option([], "--name", help="Extra hostname (repeatable)."),
         resolver: Optional[str] = typer.Option(None, "--resolver", help="Resolver asked (ADDR[:PORT]; default: resolv.conf)."),
         subnets: list[str] = typer.Option([], "--subnet",
                                           help="Client subnet PREFIX sent in ECS (repeatable; default: the vantage's /24)."),
         qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
-        concurrency: int = typer.Option(1000, "--concurrency", help="Hostnames in flight."),
+        concurrency: int = concurrency_option(1000, help="Hostnames in flight."),
         rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
         ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s to the resolver, below etiquette.per_destination_pps unless it is in etiquette.own_servers."),
         retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
-        timeout: float = typer.Option(1.0, "--timeout", help="First retransmit timeout in seconds."),
+        timeout: float = timeout_option(1.0, help="First retransmit timeout in seconds."),
         backend: str = typer.Option("native", "--backend",
                                     help="native (asyncio engine) or zdns (pinned zdns; exactly one --subnet)."),
-        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+        as_json: bool = json_option(help="Print run id and counts as JSON."),
     ) -> None:
         """EDNS Client Subnet scopes announced via a resolver (thesis 2.4.3)."""
         from .ecs import EcsOptions, EcsScanner, vantage_subnet

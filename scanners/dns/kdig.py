@@ -143,21 +143,22 @@ def register(scan_app) -> None:
     import json
 
     import typer
+    from netsurvey.options import json_option, list_option, top_option
 
     from netsurvey.errors import UsageError
     from netsurvey.measure import measurement
 
     @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",))
     def dns_second_opinion(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list whose hostnames are asked."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N targets."),
+        list_name: Optional[str] = list_option(help="Target list whose hostnames are asked."),
+        top: Optional[int] = top_option(help="Only the first N targets."),
         names: list[str] = typer.Option([], "--name", help="Extra hostname asked (repeatable)."),
         nameserver: str = typer.Option(..., "--nameserver", help="Authoritative server asked (ADDR[:PORT])."),
         subnets: list[str] = typer.Option([], "--subnet", help="Client subnet sent with +subnet (repeatable); "
                                           "every name is also asked without ECS."),
         qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
         rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
-        as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
+        as_json: bool = json_option(help="Print run id and counts as JSON."),
     ) -> None:
         """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""
         from netsurvey.clictx import open_scan

@@ -7,6 +7,7 @@ import json
 from typing import List, Optional
 
 import typer
+from netsurvey.options import check_targets, list_option, target_option, timeout_option, top_option
 
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
@@ -44,10 +45,7 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
     resolved through the resolver: no packet to a target before open_scan)."""
     from netsurvey.scanning import ScanTarget
 
-    if not list_name and not specs:
-        raise UsageError("give --list NAME or at least one --target ADDRESS or HOST=ADDRESS")
-    if top is not None and not list_name:
-        raise UsageError("--top needs --list")
+    check_targets(list_name, top, specs, what="--target ADDRESS or HOST=ADDRESS")
     fixed, names = [], []
     for spec in specs:
         host, eq, addr = spec.partition("=")
@@ -82,9 +80,9 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "handshake-timing", tables=("handshake_timing_sample",))
     def scan_handshake_timing(
-        target: List[str] = typer.Option([], "--target", help="ADDRESS, HOST=ADDRESS or HOST (repeatable)."),
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks of --list."),
+        target: List[str] = target_option(help="ADDRESS, HOST=ADDRESS or HOST (repeatable)."),
+        list_name: Optional[str] = list_option(help="Target list (newest import)."),
+        top: Optional[int] = top_option(help="Only the first N ranks of --list."),
         methods: str = typer.Option(",".join(__import__("scanners.handshake_timing.scanner",
                                                         fromlist=["METHODS"]).METHODS), "--methods",
                                     help="Comma-separated methods (tcp, tfo, tls12_full, ..., quic_0rtt)."),
@@ -97,7 +95,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                              help="tcp=PID, tls=PID, quic=PID of a server we own (server CPU)."),
         link_rtt_ms: Optional[float] = typer.Option(None, "--link-rtt-ms",
                                                     help="The path's configured RTT (testbed profile), stored per row."),
-        timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds one connection may take."),
+        timeout_s: float = timeout_option(5.0, help="Seconds one connection may take."),
     ) -> None:
         """Connection set-up time and time to first byte: TCP vs TFO, TLS full vs resumed vs 0-RTT, QUIC."""
         from netsurvey.aio import run as aio_run

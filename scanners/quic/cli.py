@@ -10,6 +10,7 @@ import sys
 from typing import Optional
 
 import typer
+from netsurvey.options import check_targets, concurrency_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -23,11 +24,6 @@ _TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]
                      r"(?::(?P<port>\d+))?$")
 
 
-def parse_duration(text: str, option: str) -> float:
-    """'10m', '48h', '2.5s', '500ms', '2d' or plain seconds -> seconds (netsurvey.durations)."""
-    from netsurvey.durations import duration_option_s
-
-    return duration_option_s(text, option)
 
 def parse_target(text: str, default_port: int) -> tuple[Optional[str], Optional[str], int]:
     """'[HOST@]ADDRESS[:PORT]' (IPv6 in brackets when a port is given) or a hostname ->
@@ -67,12 +63,7 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
     from netsurvey.scanning import NameStream, ResolvingStream
     from netsurvey.targets import stream_targets
 
-    if not list_name and not target:
-        raise UsageError("give --list NAME or --target")
-    if top is not None and not list_name:
-        raise UsageError("--top needs --list")
-    if port <= 0 or port > 65535:
-        raise UsageError("--port must be in 1..65535")
+    check_targets(list_name, top, target, what="--target [HOST@]ADDRESS[:PORT] or HOST")
     extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
     listed = stream_targets(migrated_db(), list_name, top) if list_name else None
     if listed is not None or any(t.address is None for t in extra):
@@ -192,19 +183,19 @@ def _run_inner(scanner, targets: list[ScanTarget], store_fn, concurrency: int, a
     return counts
 
 
-_LIST = typer.Option(None, "--list", help="Target list name (see 'netsurvey targets list').")
-_TOP = typer.Option(None, "--top", help="Only the first N hostnames of the list.")
-_TARGETS = typer.Option([], "--target", help="Extra target: [HOST@]ADDRESS[:PORT] or HOST (repeatable).")
-_PORT = typer.Option(443, "--port", help="UDP port (TCP port for the Alt-Svc request).")
-_JSON = typer.Option(False, "--json", help="Print run id and counts as JSON.")
+_LIST = list_option(help="Target list name (see 'netsurvey targets list').")
+_TOP = top_option(help="Only the first N hostnames of the list.")
+_TARGETS = target_option(help="Extra target: [HOST@]ADDRESS[:PORT] or HOST (repeatable).")
+_PORT = port_option(443, help="UDP port (TCP port for the Alt-Svc request).")
+_JSON = json_option(help="Print run id and counts as JSON.")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "quic-discover", tables=('quic_discovery',))
     def quic_discover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
-                      timeout: str = typer.Option("2s", "--timeout", help="Per probe (VN attempt, HTTPS request)."),
-                      concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
+                      timeout: float = timeout_option(2.0, help="Per probe (VN attempt, HTTPS request)."),
+                      concurrency: int = concurrency_option(100, help="Targets in flight."),
                       cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe the addresses of a network (VN probe only: no hostname)."),
                       zmap: bool = typer.Option(False, "--zmap", help="With --cidr: Debian zmap's udp module sends the VN probe to the whole network first; only addresses that answered are probed."),
                       rate: float = typer.Option(10000, "--rate", help="zmap packets per second (--zmap)."),
@@ -213,9 +204,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .scanner import DiscoverOptions, QuicDiscoverScanner
         from .store import QuicStore
 
-        timeout_s = parse_duration(timeout, "--timeout")
-        if concurrency <= 0:
-            raise UsageError("--concurrency must be positive")
+        timeout_s = timeout
         if cidr is not None:
             if list_name or target:
                 raise UsageError("give --cidr or --list/--target, not both")
@@ -240,19 +229,17 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "quic", tables=("quic_connection", 'quic_token', 'quic_ticket'))
     def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
              port: int = _PORT,
-             timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
+             timeout: float = timeout_option(5.0, help="Per connection."),
              resume: bool = typer.Option(True, "--resume/--no-resume",
                                          help="Reconnect presenting the token and ticket (0-RTT)."),
-             concurrency: int = typer.Option(50, "--concurrency", help="Connections in flight."),
+             concurrency: int = concurrency_option(50, help="Connections in flight."),
              as_json: bool = _JSON) -> None:
         """QUIC handshakes: version, ALPN, transport parameters, Retry, NEW_TOKEN tokens, tickets, certificate."""
         from .records import ConnectOptions
         from .scanner import QuicHandshakeScanner, store_handshake
         from .store import QuicStore
 
-        timeout_s = parse_duration(timeout, "--timeout")
-        if concurrency <= 0:
-            raise UsageError("--concurrency must be positive")
+        timeout_s = timeout
         targets = _target_stream(list_name, top, target, port)
         ctx = open_scan("quic", {"list": list_name, "top": top, "target": target, "port": port,
                                  "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",),
@@ -267,15 +254,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                                    'quic_turnover_event'))
     def quic_turnover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
-                      every: str = typer.Option("10m", "--every", help="Interval between samples and age step "
-                                                "of the lifetime search (thesis: 10m)."),
-                      duration: str = typer.Option("48h", "--for", help="Sample span and largest age tried "
-                                                   "(thesis: 48h)."),
-                      timeout: str = typer.Option("5s", "--timeout", help="Per connection."),
-                      sessions: int = typer.Option(0, "--sessions", help="Tickets (tokens) held per address and "
+                      every: float = duration_option(600.0, "--every", help="Interval between samples and age "
+                                                     "step of the lifetime search (thesis: 10m)."),
+                      duration: float = duration_option(172800.0, "--for", help="Sample span and largest age "
+                                                        "tried (thesis: 48h)."),
+                      timeout: float = timeout_option(5.0, help="Per connection."),
+                      sessions: int = typer.Option(0, "--sessions", min=0, help="Tickets (tokens) held per address and "
                                                    "kind (0 = ceil(sqrt(ages)): two search rounds)."),
-                      hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", help="Addresses probed at once."),
-                      concurrency: int = typer.Option(100, "--concurrency", help="Connections in flight."),
+                      hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", min=1, help="Addresses probed at once."),
+                      concurrency: int = concurrency_option(100, help="Connections in flight."),
                       resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run "
                                                            "(its own targets and options)."),
                       as_json: bool = _JSON) -> None:
@@ -283,8 +270,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .records import ConnectOptions, TurnoverOptions
         from .turnover_run import params, resume_turnover, run_turnover
 
-        if sessions < 0 or hosts_in_flight < 1 or concurrency < 1:
-            raise UsageError("--sessions must be >= 0, --hosts-in-flight and --concurrency >= 1")
         if resume is not None:
             if list_name or target:
                 raise UsageError("--resume takes the run's own targets: give no --list/--target")
@@ -300,9 +285,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                concurrency=p["concurrency"], resumed_from=resume)
             _print_result(res, as_json)
             return
-        every_s = parse_duration(every, "--every")
-        duration_s = parse_duration(duration, "--for")
-        timeout_s = parse_duration(timeout, "--timeout")
+        every_s, duration_s = every, duration
+        timeout_s = timeout
         if duration_s < every_s:
             raise UsageError("--for must be at least --every")
         query = {"list": list_name, "top": top, "target": target, "port": port}

@@ -8,6 +8,7 @@ import os
 from typing import List
 
 import typer
+from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
@@ -20,10 +21,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "quic-second-opinion", tables=("quic_second_opinion",))
     def scan_quic_second_opinion(
         target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
-        port: int = typer.Option(443, "--port", help="UDP port."),
-        timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds one client run (one connection) may take."),
-        concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
+        port: int = port_option(443, help="UDP port."),
+        timeout_s: float = timeout_option(10.0, help="Seconds one client run (one connection) may take."),
+        concurrency: int = concurrency_option(4, help="Targets in flight."),
+        as_json: bool = json_option(help="Print the run id and counts as JSON."),
     ) -> None:
         """ngtcp2's own client (Debian ngtcp2-client, GnuTLS; not aioquic) as a second opinion
         on `scan quic-discover` / `scan quic`: Version Negotiation, Retry, NEW_TOKEN count,

@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 import typer
+from netsurvey.options import duration_option, json_option, list_option, port_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -21,11 +22,6 @@ err = Console(stderr=True)
 
 
 
-def parse_duration(text: str) -> float:
-    """'45m', '30s', '1.5h', '2d', '500ms' or plain seconds -> seconds (netsurvey.durations)."""
-    from netsurvey.durations import duration_option_s
-
-    return duration_option_s(text, "--interval", allow_zero=True)  # 0 = rounds back to back
 
 def _check_common(port: int, rate: float, cooldown: float) -> None:
     if not 1 <= port <= 65535:
@@ -57,10 +53,10 @@ def _print(result: dict, as_json: bool, text: str) -> None:
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "tfo", tables=('tfo_probe', 'tfo_kernel_check'))
     def scan_tfo(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames) to probe."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames of the list."),
+        list_name: Optional[str] = list_option(help="Target list (hostnames) to probe."),
+        top: Optional[int] = top_option(help="Only the top N hostnames of the list."),
         cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe every address of a network instead of a list."),
-        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        port: int = port_option(443, help="TCP port probed."),
         rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
         all_addresses: bool = typer.Option(False, "--all-addresses", help="Probe every A and AAAA address (default: the first A, as the thesis)."),
         experimental: bool = typer.Option(False, "--experimental", help="Request cookies with option 254/0xF989 instead of 34."),
@@ -69,8 +65,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         kernel_sample: int = typer.Option(0, "--kernel-check", help="Cross-check N TFO targets with the kernel's TFO client."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server instead of the system resolver."),
         zmap: bool = typer.Option(False, "--zmap", help="With --cidr: find addresses with the port open with Debian's zmap first, then TFO-probe only those."),
-        senders: int = typer.Option(1, "--senders", help="Sending processes, one per CPU, at most as many as CPUs (--rate is split between them)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+        senders: int = typer.Option(1, "--senders", min=1, help="Sending processes, one per CPU, at most as many as CPUs (--rate is split between them)."),
+        as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
         from .scanner import TfoOptions
@@ -138,19 +134,20 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tfo-lb", tables=('tfo_probe',))
     def scan_tfo_lb(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
+        list_name: Optional[str] = list_option(help="Target list (hostnames)."),
+        top: Optional[int] = top_option(help="Only the top N hostnames."),
         support_run: Optional[int] = typer.Option(None, "--support-run", help="Only hostnames with TFO in this 'scan tfo' run."),
-        rounds: int = typer.Option(10, "--rounds", help="Connections per hostname."),
-        interval: str = typer.Option("45m", "--interval", help="Time between rounds (45m, 30s, 10 = seconds)."),
-        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        rounds: int = typer.Option(10, "--rounds", min=1, max=1000, help="Connections per hostname."),
+        interval: float = duration_option(2700.0, "--interval", allow_zero=True,
+                                          help="Time between rounds (0: back to back)."),
+        port: int = port_option(443, help="TCP port probed."),
         rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies after each round."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server (e.g. the authoritative one) instead of the system resolver."),
         resume: Optional[int] = typer.Option(None, "--resume", help="Continue the survey of this run id after a restart."),
         seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
-        stop_after: Optional[int] = typer.Option(None, "--stop-after", hidden=True, help="Stop after this round (tests of --resume)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+        stop_after: Optional[int] = typer.Option(None, "--stop-after", min=1, hidden=True, help="Stop after this round (tests of --resume)."),
+        as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Load-balancing survey: re-resolve and probe each hostname once per round (Fig 3.2, 3.3)."""
         from netsurvey.runs import Run
@@ -194,9 +191,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         else:
             if list_name is None:
                 raise UsageError("--list NAME is required (or --resume RUN)")
-            if rounds < 1 or rounds > 1000:
-                raise UsageError("--rounds must be between 1 and 1000")
-            secs = parse_duration(interval)
+            secs = interval
             _check_common(port, rate, cooldown)
             ns = _nameservers(nameserver)
             chosen = select_targets(db, list_name, top)
@@ -227,19 +222,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',))
     def scan_tfo_reuse(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (hostnames)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the top N hostnames."),
+        list_name: Optional[str] = list_option(help="Target list (hostnames)."),
+        top: Optional[int] = top_option(help="Only the top N hostnames."),
         lb_run: Optional[int] = typer.Option(None, "--lb-run", help="Also use the addresses a 'scan tfo-lb' run saw."),
         cookies_from: Optional[int] = typer.Option(None, "--cookies-from", help="Instead of --list: present the "
                                                    "cookies a 'scan tfo' run received, each to the address that "
                                                    "issued it (still accepted? e.g. after a key rotation)."),
-        port: int = typer.Option(443, "--port", help="TCP port probed."),
+        port: int = port_option(443, help="TCP port probed."),
         rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies."),
         ipv6: bool = typer.Option(False, "--ipv6", help="Include AAAA addresses."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server."),
         seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+        as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Do a hostname's addresses accept each other's cookies? SYN+data with A's cookie to B (and A)."""
         import asyncio

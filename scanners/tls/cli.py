@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from netsurvey.options import check_targets, concurrency_option, deadline_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
 
 from netsurvey.measure import measurement
 
@@ -37,10 +38,7 @@ def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> 
 
     from .survey import parse_target_spec
 
-    if not list_name and not targets:
-        raise UsageError("give --list NAME or at least one --target HOST[=ADDRESS]")
-    if top is not None and not list_name:
-        raise UsageError("--top needs --list")
+    check_targets(list_name, top, targets)
     out: list[tuple[Optional[int], str, Optional[str]]] = []
     for spec in targets:
         try:
@@ -62,10 +60,7 @@ def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str
 
     from .survey import parse_target_spec, target_stream
 
-    if not list_name and not targets:
-        raise UsageError("give --list NAME or at least one --target HOST[=ADDRESS]")
-    if top is not None and not list_name:
-        raise UsageError("--top needs --list")
+    check_targets(list_name, top, targets)
     extra = []
     for spec in targets:
         try:
@@ -81,14 +76,6 @@ def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str
     return target_stream(NameStream(listed, port, extra), port, ipv6)
 
 
-def _positive(name: str, v: float) -> float:
-    if not v > 0:
-        raise UsageError(f"{name} must be positive")
-    from netsurvey.config import finite   # inf reached the database as JSON 'Infinity': an internal error
-
-    return finite(v, name)
-
-
 def _print(summary: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(summary, sort_keys=True, default=str))
@@ -100,34 +87,28 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tls", tables=('tls_handshake',))
     def scan_tls(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list to scan (newest import)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
-        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        list_name: Optional[str] = list_option(help="Target list to scan (newest import)."),
+        top: Optional[int] = top_option(help="Only the first N ranks."),
+        target: List[str] = target_option(help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
         tls: str = typer.Option("1.2,1.3", "--tls", help="Versions to probe, each pinned: 1.2, 1.3 or 1.2,1.3."),
-        port: int = typer.Option(443, "--port", help="TCP port."),
-        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
-        deadline: Optional[float] = typer.Option(None, "--deadline",
-                                                 help="Seconds one whole handshake may take (default 2 x --timeout)."),
+        port: int = port_option(443, help="TCP port."),
+        timeout: float = timeout_option(5.0, help="Seconds per connect / read."),
+        deadline: Optional[float] = deadline_option(help="Seconds one whole handshake may take (default 2 x --timeout)."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip certificate verification (cert_verified NULL). By default a host whose certificate fails is measured regardless and the failure recorded."),
         no_check_resumption: bool = typer.Option(False, "--no-check-resumption",
                                                  help="Only the initial handshake (no immediate ID/ticket resumption)."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
         tls13_request: str = typer.Option("HEAD", "--tls13-request", help="Request that collects TLS 1.3 tickets: HEAD or GET (BoringSSL sends its tickets only with a server write)."),
-        concurrency: int = typer.Option(100, "--concurrency", help="Targets in flight."),
-        repeat: int = typer.Option(1, "--repeat", help="Rounds (one scan_run each), for key_name rotation (Fig 4.10)."),
-        interval: float = typer.Option(0.0, "--interval", help="Seconds between round starts with --repeat."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+        concurrency: int = concurrency_option(100, help="Targets in flight."),
+        repeat: int = typer.Option(1, "--repeat", min=1, help="Rounds (one scan_run each), for key_name rotation (Fig 4.10)."),
+        interval: float = duration_option(0.0, "--interval", allow_zero=True, help="Time between round starts with --repeat."),
+        as_json: bool = json_option(help="Print a JSON summary."),
     ):
         """TLS handshake survey: session IDs, tickets (key_name, lifetime), certificates (Fig 4.5-4.7, 4.10)."""
         from .run import run_survey
         from .results import TlsOptions
 
         versions = _versions(tls)
-        _positive("--timeout", timeout)
-        if deadline is not None:
-            _positive("--deadline", deadline)
-        if repeat < 1 or concurrency < 1 or not (0 < port < 65536) or not 0 <= interval < float("inf"):
-            raise UsageError("--repeat and --concurrency must be >= 1, --port 1..65535, --interval >= 0")
         if tls13_request not in ("HEAD", "GET"):
             raise UsageError("--tls13-request must be HEAD or GET")
         hosts = _host_stream(list_name, top, target, port, ipv6)
@@ -143,46 +124,40 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tls-lifetime", tables=('tls_resumption',))
     def scan_tls_lifetime(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
-        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
-        max_age: str = typer.Option("24h", "--max-age", help="Largest age tried: seconds or 90s/5m/24h/1d."),
-        step: str = typer.Option("5m", "--step", help="Spacing of ages: seconds or 5m etc."),
+        list_name: Optional[str] = list_option(help="Target list (newest import)."),
+        top: Optional[int] = top_option(help="Only the first N ranks."),
+        target: List[str] = target_option(help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        max_age: float = duration_option(86400.0, "--max-age", help="Largest age tried."),
+        step: float = duration_option(300.0, "--step", help="Spacing of ages."),
         mechanism: str = typer.Option("id,ticket", "--mechanism", help="id (TLS 1.2 session IDs), ticket, or both."),
         tls: str = typer.Option("1.2,1.3", "--tls", help="Versions: 1.2, 1.3 or 1.2,1.3."),
         chain: bool = typer.Option(False, "--chain", help="Present each renewed session (measures prolongation)."),
         keep_going: bool = typer.Option(False, "--keep-going", help="Try all ages even after a refusal."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
-        port: int = typer.Option(443, "--port"),
-        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        port: int = port_option(443),
+        timeout: float = timeout_option(5.0, help="Seconds per connect / read."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
-        concurrency: int = typer.Option(100, "--concurrency", help="Handshakes in flight."),
-        sessions: int = typer.Option(0, "--sessions", help="Sessions held per host, mechanism and version "
+        concurrency: int = concurrency_option(100, help="Handshakes in flight."),
+        sessions: int = typer.Option(0, "--sessions", min=0, help="Sessions held per host, mechanism and version "
                                      "(0 = ceil(sqrt(ages)): two search rounds)."),
-        hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", help="Targets searched at once."),
+        hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", min=1, help="Targets searched at once."),
         resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run (its own "
                                              "targets and options)."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+        as_json: bool = json_option(help="Print a JSON summary."),
     ):
         """Measured maximum resumption lifetime per host and mechanism (Fig 4.6 measured, Fig 4.8)."""
-        from .lifetime import LifetimeOptions, parse_duration
+        from .lifetime import LifetimeOptions
         from .run import resume_lifetime, run_lifetime
 
-        if sessions < 0 or hosts_in_flight < 1 or concurrency < 1:
-            raise UsageError("--sessions must be >= 0, --hosts-in-flight and --concurrency >= 1")
         if resume is not None:
             if list_name or target:
                 raise UsageError("--resume takes the run's own targets: give no --list/--target")
             _print(resume_lifetime(resume), as_json)
             return
 
-        try:
-            ma, st = parse_duration(max_age), parse_duration(step)
-        except ValueError as exc:
-            raise UsageError(f"--max-age/--step: {exc}") from None
+        ma, st = max_age, step
         if st > ma:
             raise UsageError("--step must not exceed --max-age")
-        _positive("--timeout", timeout)
         opts = LifetimeOptions(max_age=ma, step=st, mechanisms=_mechanisms(mechanism), versions=_versions(tls),
                                chain=chain, stop_on_refusal=not keep_going, timeout=timeout, verify=not no_verify)
         hosts = _hosts(list_name, top, target)
@@ -191,10 +166,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'))
     def scan_tls_shared(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
-        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
-        groups: Optional[Path] = typer.Option(None, "--groups",
+        list_name: Optional[str] = list_option(help="Target list (newest import)."),
+        top: Optional[int] = top_option(help="Only the first N ranks."),
+        target: List[str] = target_option(help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        groups: Optional[Path] = typer.Option(None, "--groups", dir_okay=False,
                                               help="CSV 'group,hostname': pairs only within each group "
                                                    "(e.g. a site's domain tree)."),
         shard: str = typer.Option("0/1", "--shard", help="I/N: this worker's share of the origin hosts."),
@@ -202,11 +177,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         mechanism: str = typer.Option("id,ticket", "--mechanism", help="id, ticket or id,ticket."),
         tls: str = typer.Option("1.2,1.3", "--tls", help="Versions: 1.2, 1.3 or 1.2,1.3."),
         family: int = typer.Option(4, "--family", help="Address family of the pairs: 4 or 6."),
-        port: int = typer.Option(443, "--port"),
-        timeout: float = typer.Option(5.0, "--timeout", help="Seconds per connect / read."),
+        port: int = port_option(443),
+        timeout: float = timeout_option(5.0, help="Seconds per connect / read."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
-        concurrency: int = typer.Option(100, "--concurrency", help="Handshakes in flight."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+        concurrency: int = concurrency_option(100, help="Handshakes in flight."),
+        as_json: bool = json_option(help="Print a JSON summary."),
     ):
         """Cross-host resumption: shared-state groups, SAN groups and their union (Fig 4.9, Table 5.3)."""
         from .run import read_groups, run_shared
@@ -220,27 +195,25 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError(f"--shard: expected I/N with 0 <= I < N, got {shard!r}") from None
         if family not in (4, 6):
             raise UsageError("--family must be 4 or 6")
-        if concurrency < 1:   # 0 was taken: a scan that waits for ever
-            raise UsageError(f"--concurrency: must be at least 1 (got {concurrency})")
         group_map = read_groups(groups) if groups else None
         if group_map is not None:
             hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
         else:
             hosts = _hosts(list_name, top, target)
         opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls), shard=(i, n),
-                             timeout=_positive("--timeout", timeout), verify=not no_verify)
+                             timeout=timeout, verify=not no_verify)
         _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
                           concurrency=concurrency), as_json)
 
     @measurement(scan_app, "tls-zgrab", tables=('tls_handshake',))
     def scan_tls_zgrab(
-        list_name: Optional[str] = typer.Option(None, "--list", help="Target list (newest import)."),
-        top: Optional[int] = typer.Option(None, "--top", help="Only the first N ranks."),
-        target: List[str] = typer.Option([], "--target", help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
-        ingest: Optional[Path] = typer.Option(None, "--ingest", help="Import this zgrab2 JSON-lines file instead of running zgrab2 (- reads stdin)."),
-        senders: int = typer.Option(100, "--senders", help="zgrab2 -s."),
+        list_name: Optional[str] = list_option(help="Target list (newest import)."),
+        top: Optional[int] = top_option(help="Only the first N ranks."),
+        target: List[str] = target_option(help="Ad-hoc target HOST or HOST=ADDRESS (repeatable)."),
+        ingest: Optional[Path] = typer.Option(None, "--ingest", dir_okay=False, help="Import this zgrab2 JSON-lines file instead of running zgrab2 (- reads stdin)."),
+        senders: int = typer.Option(100, "--senders", min=1, help="zgrab2 -s."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+        as_json: bool = json_option(help="Print a JSON summary."),
     ):
         """Bulk TLS 1.2 ticket survey with zgrab2 (pinned), ingested into tls_handshake."""
         from .zgrab import run_zgrab

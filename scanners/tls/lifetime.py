@@ -158,8 +158,3 @@ class LifetimeProbe(PacedHandshakes):
         self.keylog.close()
 
 
-def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '24h', '1d', '500ms' -> seconds (netsurvey.durations); ValueError."""
-    from netsurvey.durations import parse_duration_s
-
-    return parse_duration_s(text)

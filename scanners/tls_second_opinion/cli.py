@@ -9,6 +9,7 @@ import shutil
 from typing import List, Optional
 
 import typer
+from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
@@ -23,11 +24,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "tls-second-opinion", tables=("tls_second_opinion",))
     def scan_tls_second_opinion(
         target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
-        port: int = typer.Option(443, "--port", help="TCP port."),
-        timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds one gnutls-cli run may take."),
+        port: int = port_option(443, help="TCP port."),
+        timeout_s: float = timeout_option(10.0, help="Seconds one gnutls-cli run may take."),
         ca_file: Optional[str] = typer.Option(None, "--ca-file",
                                               help="PEM trust anchors (default: $SSL_CERT_FILE if set)."),
-        concurrency: int = typer.Option(4, "--concurrency", help="Targets in flight."),
+        concurrency: int = concurrency_option(4, help="Targets in flight."),
         clients: List[str] = typer.Option(["gnutls-cli"], "--client",
                                           help="gnutls-cli, testssl (testssl.sh -S) and/or sslyze (--resum --early_data; "
                                                "its own venv, tools/sslyze/.venv); testssl and sslyze: testbed "
@@ -38,7 +39,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         sslyze_timeout_s: float = typer.Option(120.0, "--sslyze-timeout",
                                                help="Seconds one sslyze run may take (its ~25 connections are paced "
                                                     "by the etiquette's rate limits)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the run id and counts as JSON."),
+        as_json: bool = json_option(help="Print the run id and counts as JSON."),
     ) -> None:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
         session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`;
