@@ -485,17 +485,19 @@ def _value_rules(p, process_value):
 
     kind = _annotation_kind(p)
 
+    name = next((o for o in getattr(p, "opts", []) if o.startswith("--")), None) or p.name
+
     def bad(ctx, text):
-        raise click_exceptions.BadParameter(text, ctx=ctx, param=p)
+        raise click_exceptions.UsageError(f"{name}: {text}", ctx)
 
     def check(ctx, value, _pv=process_value):
         for raw in (value if isinstance(value, (list, tuple)) else [value]):
             if not isinstance(raw, str):
                 continue
             if _NOT_UTF8.search(raw):
-                bad(ctx, "the value is not valid UTF-8")
+                bad(ctx, "the value is not UTF-8 text")
             if _CONTROL.search(raw):
-                bad(ctx, f"{raw.encode('unicode_escape').decode()[:60]!r} holds a control character")
+                bad(ctx, f"{raw.encode('unicode_escape').decode()[:60]} holds a control character")
             if kind is Path and not raw.strip():
                 bad(ctx, "the path is empty")
         out = _pv(ctx, value)

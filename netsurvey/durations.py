@@ -14,6 +14,12 @@ _UNITS_S = {"ms": 0.001, None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400
 def parse_duration_s(text: str, *, allow_zero: bool = False) -> float:
     """``text`` as seconds; ValueError (with the reason) if it is not a duration."""
     m = _DURATION.match(str(text or ""))
+    try:
+        finite = math.isfinite(float(str(text)))
+    except ValueError:
+        finite = True
+    if not finite:
+        raise ValueError(f"{text!r} is not a finite duration")
     if not m:
         raise ValueError(f"{text!r} is not a duration such as 500ms, 30s, 45m, 2h, 1d or plain seconds")
     v = float(m.group(1)) * _UNITS_S[m.group(2).lower() if m.group(2) else None]
