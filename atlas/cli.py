@@ -13,7 +13,7 @@ from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan, state
 from netsurvey.errors import UsageError
-from netsurvey.measure import measurement
+from netsurvey.measure import measurement, run_path
 
 atlas_app = typer.Typer(no_args_is_help=True,
                         help="RIPE Atlas: resolver RTT campaign (thesis 2.4.1, 9.4.2).")
@@ -23,8 +23,8 @@ err = Console(stderr=True)
 def _fail(exc: Exception, run=None) -> None:
     from .api import AtlasAuthError
 
-    if run is not None:
-        run.finish("failed", {"error": str(exc)[:300]})
+    if run is not None:   # the run path ends it 'failed' with this
+        run.counts["error"] = str(exc)[:300]
     if isinstance(exc, AtlasAuthError):
         raise UsageError(str(exc))
     err.print(f"netsurvey: error: {exc}", highlight=False, markup=False, soft_wrap=True)
@@ -60,16 +60,21 @@ def authoritative_cmd(
                                                 help="Stop after this many seconds (default: until SIGTERM)."),
 ) -> None:
     """Serve ZONE and log every query (name, source, time, ECS) to atlas_auth_query."""
+    from .authoritative import AuthOptions
+
+    opts = AuthOptions(zone=_zone(zone), listen=tuple(_addr(a, "--listen") for a in listen), port=port)
+    with run_path("atlas-authoritative"):   # the core ends the run: finished, or failed with the error
+        _serve(opts, port, max_seconds)
+
+
+def _serve(opts, port: int, max_seconds) -> None:
     import asyncio
 
     from netsurvey.writer import ResultWriter
 
-    from .authoritative import AuthOptions, AuthServer, serve_until_stopped
+    from .authoritative import AuthServer, serve_until_stopped
 
-    opts = AuthOptions(zone=_zone(zone), listen=tuple(_addr(a, "--listen") for a in listen), port=port)
-    if not 0 < port < 65536:
-        raise UsageError(f"--port {port}: out of range")
-    ctx = open_scan("atlas-authoritative", {"zone": opts.zone, "listen": list(opts.listen), "port": port})
+    ctx = open_scan({"zone": opts.zone, "listen": list(opts.listen), "port": port}, kind="atlas-authoritative")
     cols = ["run_id", "received_at", "zone", "qname", "qtype", "proto", "src_addr", "src_port",
             "ecs_addr", "ecs_source_prefix", "rcode"]
     writer = ResultWriter(ctx.db, "atlas_auth_query", cols, batch_rows=1000)
@@ -84,10 +89,10 @@ def authoritative_cmd(
         asyncio.run(serve_until_stopped(server, writer.flush, opts.flush_s, max_seconds, ready))
     except OSError as exc:
         writer.close()
-        ctx.run.finish("failed", {"error": str(exc)})
+        ctx.counts["error"] = str(exc)[:300]
         raise UsageError(f"cannot listen on {', '.join(opts.listen)} port {port}: {exc}") from None
     writer.close()
-    ctx.run.finish("finished", {"queries": server.queries})
+    ctx.counts.update({"queries": server.queries})
 
 
 def _api(host: Optional[str], ca_bundle: Optional[Path], need_key: bool = True):
@@ -171,7 +176,7 @@ def run_cmd(
     o.sources()  # validate selectors before opening a run
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in o.__dict__.items()}
     params["api_host"] = api_opts.host
-    ctx = open_scan("atlas", params, packages=("ripe.atlas.cousteau", "ripe.atlas.sagan", "pyasn", "icmplib"))
+    ctx = open_scan(params, packages=("ripe.atlas.cousteau", "ripe.atlas.sagan", "pyasn", "icmplib"))
     client = AtlasClient(api_opts, log=lambda m: err.print(m, markup=False, highlight=False))
     try:
         counts = Campaign(client, ctx, o, log=lambda m: err.print(m, markup=False, highlight=False)).run()
@@ -179,7 +184,7 @@ def run_cmd(
         _fail(exc, ctx.run)
         return
     counts["api_retries"] = client.retries_done
-    ctx.run.finish("finished", counts)
+    ctx.counts.update(counts)
     if as_json:
         print(json.dumps({"run_id": ctx.run.id, **counts}))
     else:

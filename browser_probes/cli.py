@@ -98,7 +98,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
         _check_browser_contained(policy)
         link, link_ns = _timing_link()
-        ctx = open_scan("browser-pageload", {"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
+        ctx = open_scan({"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout, **link},
                         **({"namespace": link_ns} if link_ns else {}),
                         packages=("selenium",), targets=urls, concurrency=browsers)
@@ -111,13 +111,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 counts = run_pageload(urls, PageLoadOptions(browser=browser, browsers=browsers,
                                                             page_timeout_s=page_timeout, profile_root=profile_root),
                                       store, progress=lambda: prog.advance(task))
-        except BaseException:
-            ctx.run.finish("failed", {})
-            raise
         finally:
             store.close()
         counts["blocked"] = skipped
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)
         summary = {"run_id": ctx.run.id, "visits": len(urls), **counts}
         if as_json:
             print(json.dumps(summary))
@@ -164,7 +161,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if profile is not None:   # a dry run: the profile it would run under (nothing is brought up)
             _check_profile(profile)
             link = {"link_profile": profile}
-        ctx = open_scan("browser-track", {"browser": browser, "tests": names, "waits_s": list(wait), **link},
+        ctx = open_scan({"browser": browser, "tests": names, "waits_s": list(wait), **link},
                         **({"namespace": link_ns} if link_ns else {}), packages=("selenium",))
         watch = {p.address for n in names if n in exps for p in exps[n].probes}
         if "cross-app" in names:
@@ -204,19 +201,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                     if not as_json:
                         for v in vs:
                             print(f"{n:12s} {v.mechanism:15s} wait {w:g} s: {v.verdict} ({v.detail})", file=sys.stderr)
-        except BaseException:
-            ctx.run.finish("failed", {})
-            raise
         finally:
             if obs is not None:
                 obs.close()
             conn.close()
         if link and _track_link()[0].get("link_profile") != link["link_profile"]:
-            ctx.run.finish("failed", {"error": "the tracking vantage's profile changed during the run"})
+            ctx.counts["error"] = "the tracking vantage's profile changed during the run"
             raise UsageError("the tracking vantage's link profile changed during the run (another "
                              "`browser track --profile` at the same time?): run failed")
-        ctx.run.finish("finished", {"verdicts": len(verdicts),
-                                    "viable": sum(v.verdict == "viable" for _, v in verdicts)})
+        ctx.counts.update({"verdicts": len(verdicts), "viable": sum(v.verdict == "viable" for _, v in verdicts)})
         if as_json:
             print(json.dumps({"run_id": ctx.run.id, **link, "verdicts": [
                 dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
@@ -264,18 +257,14 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if short and states != ["tls13-psk"]:
             raise UsageError("--short works with --state tls13-psk only")
         truth = _ground_truth()
-        ctx = open_scan("browser-lifetime", {"browsers": list(browser), "states": states, "max_age_days": max_age_days,
+        ctx = open_scan({"browsers": list(browser), "states": states, "max_age_days": max_age_days,
                                               "resolution_pct": resolution_pct, "resolution_s": resolution_s,
                                               "offsets_s": list(offset), "short": short},
                         packages=("selenium",))
-        try:
-            results = run_lifetime(ctx.db, ctx.run.id, truth, list(browser), states, max_age_days * 86400,
-                                   resolution_pct / 100, resolution_s, list(offset), short,
-                                   log=lambda m: print(m, file=sys.stderr, flush=True))
-        except BaseException:
-            ctx.run.finish("failed", {})
-            raise
-        ctx.run.finish("finished", {"results": len(results), "probes": sum(r["probes"] for r in results)})
+        results = run_lifetime(ctx.db, ctx.run.id, truth, list(browser), states, max_age_days * 86400,
+                               resolution_pct / 100, resolution_s, list(offset), short,
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        ctx.counts.update({"results": len(results), "probes": sum(r["probes"] for r in results)})
         if as_json:
             print(json.dumps({"run_id": ctx.run.id, "results": results}))
         else:
@@ -318,25 +307,21 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if why:
                 raise UsageError(f"the timing server {addr} is blocked: {why}")
         link = {"link_profile": (applied or {}).get("name"), "link_rtt_ms": (applied or {}).get("rtt_ms")}
-        ctx = open_scan("browser-revisit", {"browsers": list(browser), "transports": list(transport), "repeat": repeat,
+        ctx = open_scan({"browsers": list(browser), "transports": list(transport), "repeat": repeat,
                                              "server": server["hostname"], **link},
                         packages=("selenium",), namespace=server["vantage_netns"], targets=server["addresses"])
         cols = [f for f in VisitTiming.__dataclass_fields__] + ["link_profile", "link_rtt_ms"]
-        try:
-            with ResultWriter(ctx.db, "browser_revisit_visit", ["run_id", *cols]) as w:
-                measure_revisits(server["revisit"], list(browser), list(transport), repeat,
-                                 lambda v: w.write((ctx.run.id, *(getattr(v, c) for c in cols[:-2]),
-                                                    link["link_profile"], link["link_rtt_ms"])),
-                                 log=lambda m: print(m, file=sys.stderr, flush=True))
-        except BaseException:
-            ctx.run.finish("failed", {})
-            raise
+        with ResultWriter(ctx.db, "browser_revisit_visit", ["run_id", *cols]) as w:
+            measure_revisits(server["revisit"], list(browser), list(transport), repeat,
+                             lambda v: w.write((ctx.run.id, *(getattr(v, c) for c in cols[:-2]),
+                                                link["link_profile"], link["link_rtt_ms"])),
+                             log=lambda m: print(m, file=sys.stderr, flush=True))
         with ctx.db.connect() as conn:
             rows = conn.execute("SELECT browser, transport, pairs, revisits_resumed, revisits_early_data, "
                                 "first_ttfb_median_ms, revisit_ttfb_median_ms, saving_median_ms, saving_median_rtts "
                                 "FROM browser_revisit_saving WHERE run_id = %s ORDER BY browser, transport",
                                 (ctx.run.id,)).fetchall()
-        ctx.run.finish("finished", {"pairs": sum(r[2] for r in rows)})
+        ctx.counts.update({"pairs": sum(r[2] for r in rows)})
         keys = ("browser", "transport", "pairs", "revisits_resumed", "revisits_early_data", "first_ttfb_median_ms",
                 "revisit_ttfb_median_ms", "saving_median_ms", "saving_median_rtts")
         if as_json:

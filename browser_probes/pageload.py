@@ -245,7 +245,7 @@ def run_pageload(urls: Sequence[str], opts: PageLoadOptions, store: Callable[[Vi
                     store(result)
                     counts[result.status] += 1
                 progress()
-        except BaseException as exc:  # surfaced by the caller
+        except Exception as exc:  # surfaced by the caller
             errors.append(exc)
         finally:
             if browser is not None:

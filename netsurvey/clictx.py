@@ -52,10 +52,13 @@ def migrated_db(create: bool = True) -> Database:
     return db
 
 
-def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), namespace: str | None = None,
-              rate_pps: float | None = None, targets=None, concurrency: int | None = None):
+def open_scan(parameters: dict, *, kind: str | None = None, packages: tuple[str, ...] = (),
+              namespace: str | None = None, rate_pps: float | None = None, targets=None,
+              concurrency: int | None = None):
     """The run path's one door to the network: open the ``scan_run`` and build the
-    ScanContext (policy, rate limiter) for it.
+    ScanContext (policy, rate limiter) for it. The run's kind is the running measurement's
+    declared kind (``kind`` only for a run opened outside a measurement). The run path
+    ends the run (finished / failed / cancelled with ``ctx.counts``); the caller never does.
 
     - Rates: ``rate_pps`` from the command line may only lower ``etiquette.rate_pps``; in a
       shard, both limits are divided by the number of shards (N shards may run at once, the
@@ -75,6 +78,14 @@ def open_scan(kind: str, parameters: dict, *, packages: tuple[str, ...] = (), na
     from .runs import start_run
     from .scanning import ScanContext
 
+    if kind is None:
+        from .measure import registry
+
+        rc = runctx.current()
+        m = registry().get(rc.measurement) if rc is not None else None
+        if m is None:
+            raise RuntimeError("open_scan outside a declared measurement needs kind=")
+        kind = m.kind
     db = migrated_db()
     cfg = state.config
     policy = TargetPolicy.from_config(cfg.etiquette)

@@ -6,7 +6,7 @@ options are its CLI, declared with :func:`measurement`::
     def register(app, scan_app):
         @measurement(scan_app, "tcp-connect", tables=("tcp_connect_probe",))
         def tcp_connect(list_name: str = typer.Option(..., "--list"), ...):
-            ctx = open_scan("tcp-connect", params, targets=targets)   # policy, limiter, dry run
+            ctx = open_scan(params, targets=targets)   # run 'tcp-connect': policy, limiter, dry run
             ...
 
 The declaration adds the options every measurement shares — ``--dry-run``, ``--shards N``
@@ -30,6 +30,7 @@ its parsed options as JSON), never an argv, and run :func:`run_spec`.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
@@ -38,7 +39,7 @@ import signal
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 
@@ -61,6 +62,8 @@ class Measurement:
     :ivar contacts_network: whether it sends anything to targets (promise tests cover these).
     :ivar module: the module that declared it.
     :ivar function: the option-taking function (its typer signature is the CLI).
+    :ivar kind: the ``scan_run.kind`` its runs are recorded under (default: ``name``; a
+        second engine of one measurement shares its kind, e.g. tls-zgrab's runs are 'tls').
     """
 
     name: str
@@ -69,6 +72,11 @@ class Measurement:
     contacts_network: bool
     module: str
     function: Callable[..., Any]
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
 
 
 _REGISTRY: dict[str, Measurement] = {}
@@ -81,7 +89,7 @@ def registry() -> dict[str, Measurement]:
 
 # -- declaration ----------------------------------------------------------------------
 def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), contacts_network: bool = True,
-                command: Optional[str] = None) -> Callable[[Callable], Callable]:
+                command: Optional[str] = None, kind: Optional[str] = None) -> Callable[[Callable], Callable]:
     """Declare ``fn`` as measurement ``name`` (its ``scan_run.kind``): register it and add
     it to the command ``group`` (``netsurvey scan`` for scanners) as ``command`` (default:
     ``name``) with the shared run options."""
@@ -92,7 +100,7 @@ def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), 
             raise RuntimeError(f"measurement {name!r} declared twice ({old.module} and {fn.__module__})")
         doc = inspect.getdoc(fn) or ""
         m = Measurement(name=name, summary=doc.splitlines()[0] if doc else "", tables=tuple(tables),
-                        contacts_network=contacts_network, module=fn.__module__, function=fn)
+                        contacts_network=contacts_network, module=fn.__module__, function=fn, kind=kind or name)
         _REGISTRY[name] = m
         group.command(command or name)(_command_for(m))
         return fn
@@ -229,6 +237,52 @@ def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:
         except Terminated as t:
             _interrupted(ctx)
             raise SystemExit(128 + t.signum) from None
+        except BaseException as exc:
+            from .clicompat import Exit
+
+            if isinstance(exc, Exit) and not exc.exit_code:
+                _end_runs(ctx, "finished")
+            else:
+                _end_runs(ctx, "failed", exc)
+            raise
+        _end_runs(ctx, "finished")
+
+
+@contextlib.contextmanager
+def run_path(kind: str) -> Iterator[RunContext]:
+    """The run path for a command that is not a declared measurement but opens runs (a
+    server logging what it receives): the runs it opens are ended as a measurement's are."""
+    ctx = RunContext(measurement=kind)
+    with activate(ctx):
+        try:
+            yield ctx
+        except BaseException as exc:
+            _end_runs(ctx, "failed", exc)
+            raise
+        _end_runs(ctx, "finished")
+
+
+def _end_runs(ctx: RunContext, status: str, exc: Optional[BaseException] = None) -> None:
+    """End every run the measurement opened and left open: 'finished' when it returned,
+    'failed' when it raised (bad input found after the run opened, a database error, a
+    bug), each with the counts it recorded; a failure also records what went wrong (one
+    line, secrets masked)."""
+    for run in ctx.runs:
+        if run.ended:
+            continue
+        counts = _final_counts(run)
+        if exc is not None:
+            from .secrets import mask_argv
+
+            counts.setdefault("error", " ".join(mask_argv(f"{type(exc).__name__}: {exc}".split()))[:300])
+        how = run.outcome or status
+        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated):
+            how = "cancelled"
+        try:
+            run.finish(how, counts)
+        except Exception:  # the database may be why it failed: the original error matters more
+            if exc is None:
+                raise
 
 
 def run_spec(spec: RunSpec, shard: ShardSpec) -> None:
@@ -240,6 +294,16 @@ def run_spec(spec: RunSpec, shard: ShardSpec) -> None:
     run_inline(RunContext(measurement=m.name, shard=shard), m, _from_json(m.function, spec.params))
 
 
+def _final_counts(run: Any) -> dict:
+    counts = dict(run.counts)
+    if run.final_counts is not None:
+        try:
+            counts.update(run.final_counts())
+        except Exception:  # noqa: S110 - the database may be why the run ends
+            pass
+    return counts
+
+
 def _interrupted(ctx: RunContext) -> None:
     from .writer import flush_all_open
 
@@ -248,8 +312,10 @@ def _interrupted(ctx: RunContext) -> None:
         return  # the shard's transaction is never committed: its retry starts clean
     flush_all_open()
     for run in ctx.runs:
+        if run.ended:
+            continue
         try:
-            run.finish("failed", {"interrupted": 1})
+            run.finish("failed", {**_final_counts(run), "interrupted": 1})
         except Exception:  # the database may be the reason we are stopping
             pass
 

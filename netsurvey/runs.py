@@ -7,9 +7,9 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .db import Database
 
@@ -57,10 +57,20 @@ def vantage_description(namespace: Optional[str] = None) -> dict[str, Any]:
 
 @dataclass
 class Run:
-    """An open scan run; ``finish`` records status and counts."""
+    """An open scan run. A measurement adds to ``counts`` as it goes; the run path
+    (:mod:`netsurvey.measure`) ends the run: 'finished' when the measurement returns (or
+    opens its next run), 'failed' when it raises, with these counts. ``finish`` is the
+    run path's (and the library's) way to end it; a measurement never calls it."""
 
     db: Database
     id: int
+    counts: dict = field(default_factory=dict, compare=False, repr=False)
+    ended: bool = field(default=False, compare=False, repr=False)
+    #: how the run ends when the measurement returns (a measurement that stopped early on
+    #: purpose says 'cancelled'); a failure is 'failed' unless the measurement set this
+    outcome: Optional[str] = field(default=None, compare=False, repr=False)
+    #: counts the run path adds when the run ends, however it ends (read from the database)
+    final_counts: Optional[Callable[[], dict]] = field(default=None, compare=False, repr=False)
 
     def finish(self, status: str = "finished", counts: Optional[dict] = None) -> None:
         """Record the end of the run. In shard mode (see shard.py) this commits the shard's
@@ -68,6 +78,7 @@ class Run:
         committed again."""
         from . import runctx, shard
 
+        self.ended = True
         ctx = runctx.current()
         spec = shard.current()
         if spec is not None:
@@ -234,6 +245,30 @@ def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str,
             ).fetchone()[0]
         run = Run(db, run_id)
         hold_run(db, run_id)   # a --resume of it while this process lives is refused
-    if ctx is not None:
-        ctx.runs.append(run)  # ended 'failed' by the run path if a signal stops the command
+    _adopt(run)
+    return run
+
+
+def _adopt(run: Run) -> None:
+    """The run path ends ``run`` (finished, failed, or failed when a signal stops the
+    command); a measurement's next run (a repeat, a round) ends the one before."""
+    from . import runctx
+
+    ctx = runctx.current()
+    if ctx is None:
+        return
+    for earlier in ctx.runs:
+        if not earlier.ended:
+            earlier.finish("finished", earlier.counts)
+    ctx.runs.append(run)
+
+
+def reopen_run(db: Database, run_id: int) -> Run:
+    """``--resume``: take the interrupted run ``run_id`` over (refused while another live
+    process runs it), set it running again; the run path ends it like a new run."""
+    hold_run(db, run_id, resuming=True)
+    with db.connect() as conn:
+        conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (run_id,))
+    run = Run(db, run_id)
+    _adopt(run)
     return run

@@ -141,7 +141,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if not timeout_s > 0 or concurrency < 1:
             raise UsageError("--timeout must be positive and --concurrency at least 1")
         targets = [_target(t) for t in target]
-        ctx = open_scan("{{NAME}}", {"targets": list(target), "timeout_s": timeout_s}, targets=targets,
+        ctx = open_scan({"targets": list(target), "timeout_s": timeout_s}, targets=targets,
                         concurrency=concurrency)
         scanner = {{PKG}}Scanner()
         scanner.init(Options(timeout_s=timeout_s), ctx)

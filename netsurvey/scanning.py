@@ -272,6 +272,12 @@ class ScanContext:
     limiter: RateLimiter
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
+    @property
+    def counts(self) -> dict:
+        """The run's counts, recorded by the run path when the run ends (finished or failed):
+        a measurement adds to this dict and returns."""
+        return self.run.counts
+
 
 class Scanner(ABC):
     """Base class of every scanner (see module docstring)."""

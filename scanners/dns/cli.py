@@ -51,7 +51,7 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
         raise UsageError("--concurrency must be positive")
     finite(rate, "--rate", positive=True)
     params = dict(params, event_loop=aio.loop_name())  # recorded: the loop changes CPU per query
-    ctx = open_scan(kind, params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
+    ctx = open_scan(params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
                     concurrency=concurrency)
     scanner.init(options, ctx)
     if as_json:
@@ -61,13 +61,10 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
         counts = aio.run(run_scan(scanner, targets, lambda o: w.write_many(rows(ctx.run.id, o)),
                                       concurrency=concurrency, show_progress=not as_json,
                                       description=f"{kind} scan"))
+    finally:
         w.close()
-    except BaseException:
-        w.close()
-        ctx.run.finish("failed", {})
-        raise
     counts["targets"] = len(targets)
-    ctx.run.finish("finished", counts)
+    ctx.counts.update(counts)
     return {"run_id": ctx.run.id, "counts": counts, "engine": scanner.engine.stats}
 
 

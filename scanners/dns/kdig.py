@@ -184,13 +184,9 @@ def register(scan_app) -> None:
         client = kdig_version()
         params = {"list": list_name, "top": top, "names": names, "nameserver": list(ns),
                   "subnets": [str(n) for n in nets], "type": qt, "rate": rate, "client": client}
-        ctx = open_scan("dns-second-opinion", params, rate_pps=rate, targets=[ns[0]])
-        try:
-            counts = run(ctx, ns, hosts, nets, qt, client)
-        except BaseException:
-            ctx.run.finish("failed", {})
-            raise
+        ctx = open_scan(params, rate_pps=rate, targets=[ns[0]])
+        counts = run(ctx, ns, hosts, nets, qt, client)
         counts["targets"] = len(hosts)
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)
         res = {"run_id": ctx.run.id, "counts": counts}
         print(json.dumps(res) if as_json else f"scan_run {ctx.run.id}: {counts}")

@@ -120,7 +120,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                   "server_pids": pids, "link_rtt_ms": link_rtt_ms, "timeout_s": timeout_s}
         unresolved = [t for t in targets if t.address is None]
         targets = [t for t in targets if t.address is not None]
-        ctx = open_scan("handshake-timing", params, targets=targets, concurrency=1)
+        ctx = open_scan(params, targets=targets, concurrency=1)
         scanner = HandshakeTimingScanner()
         scanner.init(Options(methods=ms, samples=samples, tcp_port=tcp_port, tls_port=tls_port, quic_port=quic_port,
                              sni=sni, server_pids=pids, timeout_s=timeout_s), ctx)
@@ -143,5 +143,5 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
             # one target at a time: timings of concurrent connections would measure each other
             counts = aio_run(run_scan(scanner, targets, store, concurrency=1, show_progress=False))
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)
         print(json.dumps({"run_id": ctx.run.id, "counts": counts}))

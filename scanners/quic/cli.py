@@ -127,17 +127,13 @@ def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanT
 
     from .vn import CID_LEN, build_probe
 
-    try:
-        found = zmap_discover(cidr, port, ctx.policy, rate=rate, udp_payload=build_probe(b"\x5a" * CID_LEN, b"\xa5" * CID_LEN))
-    except BaseException:
-        ctx.run.finish("failed")
-        raise
+    found = zmap_discover(cidr, port, ctx.policy, rate=rate, udp_payload=build_probe(b"\x5a" * CID_LEN, b"\xa5" * CID_LEN))
     return [ScanTarget(None, a, port, None) for a in found.open], {"zmap-sent": found.sent,
                                                                    "zmap-answered": len(found.open)}
 
 
 def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:
-    ctx.run.finish("finished", counts)
+    ctx.counts.update(counts)
     if as_json:
         print(json.dumps({"run_id": ctx.run.id, "counts": counts, **(extra or {})}))
     else:
@@ -145,23 +141,15 @@ def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None
 
 
 def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, as_json: bool) -> dict:
-    """Run the scan, store every outcome, close the writers; the run is marked failed
-    (cancelled on Ctrl-C) if anything raises."""
+    """Run the scan, store every outcome, close the writers (the run path ends the run:
+    failed, or cancelled on Ctrl-C, if anything raises)."""
     logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
     from .handshake import settle_gc
 
     settle_gc()  # many short aioquic connections: see its docstring
-    try:
-        counts = _run_inner(scanner, targets, store_fn, concurrency, as_json)
-        store.close()
-        return counts
-    except BaseException:
-        from netsurvey.runctx import Terminated
-
-        exc = sys.exc_info()[1]   # SIGTERM/SIGINT in the run path (Terminated, a KeyboardInterrupt): 'failed'
-        scanner.ctx.run.finish("cancelled" if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated)
-                               else "failed")
-        raise
+    counts = _run_inner(scanner, targets, store_fn, concurrency, as_json)
+    store.close()
+    return counts
 
 
 def _run_inner(scanner, targets: list[ScanTarget], store_fn, concurrency: int, as_json: bool) -> dict:
@@ -213,7 +201,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--zmap needs --cidr")
         else:
             targets = _target_stream(list_name, top, target, port)
-        ctx = open_scan("quic-discover", {"list": list_name, "top": top, "target": target, "port": port,
+        ctx = open_scan({"list": list_name, "top": top, "target": target, "port": port,
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
                         packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
                         rate_pps=rate if zmap else None)
@@ -241,7 +229,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         timeout_s = timeout
         targets = _target_stream(list_name, top, target, port)
-        ctx = open_scan("quic", {"list": list_name, "top": top, "target": target, "port": port,
+        ctx = open_scan({"list": list_name, "top": top, "target": target, "port": port,
                                  "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",),
                         targets=targets, concurrency=concurrency)
         store = QuicStore(ctx.db, ctx.run.id)
@@ -277,7 +265,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.runctx import is_dry_run
 
             if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
-                open_scan("quic-turnover", {"resume": resume}, packages=("aioquic",), targets=targets)
+                open_scan({"resume": resume}, packages=("aioquic",), targets=targets)
             ctx = reopen()
             opts = TurnoverOptions(p["every_s"], p["for_s"], ConnectOptions(
                 timeout_s=p["timeout_s"], user_agent=user_agent(ctx.config.etiquette)))
@@ -293,14 +281,14 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.runctx import is_dry_run
 
         if is_dry_run():   # the plan from the names, unresolved: records a cancelled run, asks nothing, ends here
-            open_scan("quic-turnover", {"query": query}, packages=("aioquic",),
+            open_scan({"query": query}, packages=("aioquic",),
                       targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
         targets = _targets(list_name, top, target, port)
         from netsurvey.agesearch import default_slots
 
         slots = sessions or default_slots(int(duration_s / every_s + 1e-9))
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s))
-        ctx = open_scan("quic-turnover", params(targets, opts, slots=slots, hosts_in_flight=hosts_in_flight,
+        ctx = open_scan(params(targets, opts, slots=slots, hosts_in_flight=hosts_in_flight,
                                                 concurrency=concurrency, query=query),
                         packages=("aioquic",), targets=targets, concurrency=concurrency)
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,

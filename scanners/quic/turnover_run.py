@@ -48,7 +48,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
     settle_gc()
     store = QuicStore(ctx.db, ctx.run.id)
-    counts: dict = {}
+    counts: dict = ctx.counts   # recorded by the run path however the run ends
     prior, lost = {}, 0
     if resumed_from is not None:
         with _conn(ctx.db) as conn:
@@ -91,7 +91,8 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     sched = TurnoverScheduler(opts, connect=connect, record=record, next_conn_id=store.next_conn_id, log=log,
                               on_host_done=lambda t: None, slots=slots, hosts_in_flight=hosts_in_flight,
                               concurrency=concurrency, per_destination=pdp, tick=store.flush)
-    stats: dict = {}
+    stats = counts   # the scheduler's figures, kept also when the run fails
+    closed = False
     try:
         try:
             asyncio.run(sched.run(ok, prior))
@@ -113,20 +114,11 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
                                           "GROUP BY 1", (ctx.run.id,)).fetchall():
                     counts[st] = n
         store.close()
-    except BaseException:
-        import sys
-
-        from netsurvey.runctx import Terminated
-
-        exc = sys.exc_info()[1]
-        counts.update(stats)
-        with contextlib.suppress(Exception):
-            store.close()
-        ctx.run.finish("cancelled" if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated)
-                       else "failed", counts)
-        raise
-    counts.update(stats)
-    ctx.run.finish("finished", counts)
+        closed = True
+    finally:
+        if not closed:   # failed or stopped: what was written so far is kept
+            with contextlib.suppress(Exception):
+                store.close()
     return {"run_id": ctx.run.id, "counts": counts}
 
 
@@ -160,11 +152,8 @@ def resume_turnover(run_id: int) -> tuple:
 
 def _reopen(db, run_id: int, cfg):
     from netsurvey.etiquette import TargetPolicy, limiter_from_config
-    from netsurvey.runs import Run, hold_run
+    from netsurvey.runs import reopen_run
     from netsurvey.scanning import ScanContext
 
-    hold_run(db, run_id, resuming=True)
-    with db.connect() as conn:
-        conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (run_id,))
-    return ScanContext(db=db, run=Run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+    return ScanContext(db=db, run=reopen_run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
                        limiter=limiter_from_config(cfg.etiquette))

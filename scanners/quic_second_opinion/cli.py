@@ -43,7 +43,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if not os.access(CLIENT, os.X_OK):
             raise UsageError(f"{CLIENT} not found (Debian ngtcp2-client; scripts/install.sh installs it)")
         targets = [_target(t, port) for t in target]
-        ctx = open_scan("quic-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s},
+        ctx = open_scan({"targets": list(target), "port": port, "timeout_s": timeout_s},
                         targets=targets, concurrency=concurrency)
         scanner = QuicSecondOpinionScanner()
         scanner.init(Options(timeout_s=timeout_s), ctx)
@@ -59,7 +59,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                     w.write((ctx.run.id, o.target.hostname, addr, o.target.port, label, f.fact, f.value,
                              "success" if f.value is not None else "application-error", f.error))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)
         if as_json:
             print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
         else:

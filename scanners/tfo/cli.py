@@ -112,23 +112,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
         # --rate may only lower etiquette.rate_pps (0 = as fast as the etiquette allows);
         # the engine paces by the run's effective rate (divided among shards)
-        ctx = open_scan("tfo", params, targets=targets, rate_pps=rate or None)
+        ctx = open_scan(params, targets=targets, rate_pps=rate or None)
         rate = ctx.limiter.rate
-        try:
-            found = None
-            if zmap:
-                from netsurvey.zmap import zmap_discover
+        found = None
+        if zmap:
+            from netsurvey.zmap import zmap_discover
 
-                found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
-                targets = [ScanTarget(None, a, port) for a in found.open]
-            counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
-                                  kernel_sample=kernel_sample, show_progress=not as_json)
-            if found is not None:   # what zmap did, kept with the run's counts
-                counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open)})
-        except BaseException:
-            ctx.run.finish("failed")
-            raise
-        ctx.run.finish("finished", counts)
+            found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
+            targets = [ScanTarget(None, a, port) for a in found.open]
+        counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
+                              kernel_sample=kernel_sample, show_progress=not as_json)
+        if found is not None:   # what zmap did, kept with the run's counts
+            counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open)})
+        ctx.counts.update(counts)
         _print({"run_id": ctx.run.id, "counts": counts}, as_json,
                f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
 
@@ -150,7 +146,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Load-balancing survey: re-resolve and probe each hostname once per round (Fig 3.2, 3.3)."""
-        from netsurvey.runs import Run
         from netsurvey.scanning import ScanContext
         from netsurvey.targets import Target
 
@@ -175,18 +170,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.runctx import is_dry_run
 
             if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
-                open_scan("tfo-lb", {"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
+                open_scan({"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
                                                                  for t in hostnames])
-            from netsurvey.runs import hold_run
+            from netsurvey.runs import reopen_run
 
-            hold_run(db, resume, resuming=True)
             cfg = st.config
             limiter = limiter_from_config(cfg.etiquette, p["rate"] or None)
             rate = limiter.rate
-            ctx = ScanContext(db=db, run=Run(db, resume), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
-                              limiter=limiter)
-            with db.connect() as conn:
-                conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (resume,))
+            ctx = ScanContext(db=db, run=reopen_run(db, resume), config=cfg,
+                              policy=TargetPolicy.from_config(cfg.etiquette), limiter=limiter)
             opts = TfoOptions(rate, p["cooldown"], p["seed"])
         else:
             if list_name is None:
@@ -207,16 +199,16 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             params = dict(list=list_name, top=top, support_run=support_run, rounds=rounds, interval=secs, port=port,
                           rate=rate, cooldown=cooldown, seed=seed, nameservers=ns,
                           hostnames=[(t.rank, t.hostname) for t in chosen])
-            ctx = open_scan("tfo-lb", params, targets=[ScanTarget(t.hostname, None, port, t.rank) for t in chosen],
+            ctx = open_scan(params, targets=[ScanTarget(t.hostname, None, port, t.rank) for t in chosen],
                             rate_pps=rate or None)
             opts = TfoOptions(ctx.limiter.rate, cooldown, seed)
-        try:
-            counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
-        except BaseException:
-            ctx.run.finish("failed" if stop_after is None else "cancelled", {"rounds_done": _done(ctx)})
-            raise
+        ctx.run.final_counts = lambda: {"rounds_done": _done(ctx)}
+        if stop_after is not None:
+            ctx.run.outcome = "cancelled"   # stopped on purpose (tests of --resume)
+        counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
         status = "finished" if counts["rounds_done"] >= plan.rounds else "cancelled"
-        ctx.run.finish(status, counts)
+        ctx.counts.update(counts)
+        ctx.run.outcome = status
         _print({"run_id": ctx.run.id, "status": status, "counts": counts}, as_json,
                f"tfo-lb run {ctx.run.id} ({status}): {counts}")
 
@@ -263,15 +255,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                     if h in addresses and a not in addresses[h]:
                         addresses[h].append(a)
         seed = new_seed() if seed is None else seed & (2**64 - 1)
-        ctx = open_scan("tfo-reuse", dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
+        ctx = open_scan(dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
                                           cooldown=cooldown, ipv6=ipv6, seed=seed),
                         targets=sorted({a for addrs in addresses.values() for a in addrs}), rate_pps=rate or None)
-        try:
-            counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
-        except BaseException:
-            ctx.run.finish("failed")
-            raise
-        ctx.run.finish("finished", counts)
+        counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
+        ctx.counts.update(counts)
         _print({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")
 
 

@@ -41,12 +41,8 @@ def represent_cli(db, run_id: int, port: int, rate: float, cooldown: float, seed
 
     held = held_cookies(db, run_id)
     seed = new_seed() if seed is None else seed & (2**64 - 1)
-    ctx = open_scan("tfo-reuse", dict(cookies_from=run_id, port=port, rate=rate, cooldown=cooldown, seed=seed),
+    ctx = open_scan(dict(cookies_from=run_id, port=port, rate=rate, cooldown=cooldown, seed=seed),
                     targets=sorted({a for _, a, _ in held}), rate_pps=rate or None)
-    try:
-        counts = represent_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), held, port, run_id)
-    except BaseException:
-        ctx.run.finish("failed")
-        raise
-    ctx.run.finish("finished", counts)
+    counts = represent_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), held, port, run_id)
+    ctx.counts.update(counts)
     print_fn({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")

@@ -205,7 +205,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
                           concurrency=concurrency), as_json)
 
-    @measurement(scan_app, "tls-zgrab", tables=('tls_handshake',))
+    @measurement(scan_app, "tls-zgrab", kind="tls", tables=('tls_handshake',))
     def scan_tls_zgrab(
         list_name: Optional[str] = list_option(help="Target list (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),

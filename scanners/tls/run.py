@@ -43,7 +43,7 @@ def run_survey(targets: ResolvingStream, opts: TlsOptions, *, concurrency: int =
     """One survey round over ``targets`` (:func:`survey.target_stream`: the names are read,
     resolved and probed batch by batch, issue 26); returns a summary (run id, counts per status)."""
     params = {"list": list_name, "hosts": len(targets), **{k: v for k, v in opts.__dict__.items()}}
-    ctx = open_scan("tls", params, packages=("cryptography",), targets=targets, concurrency=concurrency)
+    ctx = open_scan(params, packages=("cryptography",), targets=targets, concurrency=concurrency)
     scanner = TlsScanner()
     scanner.init(opts, ctx)
     failed = {"n": 0}
@@ -58,12 +58,9 @@ def run_survey(targets: ResolvingStream, opts: TlsOptions, *, concurrency: int =
                 handshake_rows(ctx.run.id, o, opts.versions)), concurrency=concurrency, description="tls handshakes"))
             if failed["n"]:
                 counts["resolution-failed"] = counts.get("resolution-failed", 0) + failed["n"]
-    except BaseException:
-        ctx.run.finish("failed")
-        raise
     finally:
         scanner.close()
-    ctx.run.finish("finished", counts)
+    ctx.counts.update(counts)
     return {"run_id": ctx.run.id, **counts}
 
 
@@ -106,57 +103,52 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
     if ctx is None:
         params = lifetime_params(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=slots,
                                  hosts_in_flight=hosts_in_flight)
-        ctx = open_scan("tls-lifetime", params, packages=("cryptography",), targets=_plan(hosts, port),
+        ctx = open_scan(params, packages=("cryptography",), targets=_plan(hosts, port),
                         concurrency=concurrency)
-    counts = {"attempts": 0, "resumed": 0}
+    counts = ctx.counts   # recorded by the run path however the run ends
+    counts.update(attempts=0, resumed=0)
     prior, lost, restored = {}, 0, []
     if resumed_from is not None:
         with ctx.db.connect() as conn:
             prior, lost, restored = prior_state(conn, resumed_from)
         counts["lost_on_restart"] = lost
         counts["restored_on_restart"] = len(restored)
-    stats = {}
-    try:
-        with _resumption_writer(ctx.db) as w, _event_writer(ctx.db) as ew:
-            def emit(a: ResumptionAttempt) -> None:
-                counts["attempts"] += 1
-                counts["resumed"] += a.resumed
-                w.write(_resumption_row(ctx.run.id, a))
+    stats = counts   # the scheduler's figures, kept also when the run fails
+    with _resumption_writer(ctx.db) as w, _event_writer(ctx.db) as ew:
+        def emit(a: ResumptionAttempt) -> None:
+            counts["attempts"] += 1
+            counts["resumed"] += a.resumed
+            w.write(_resumption_row(ctx.run.id, a))
 
-            def log(c, k, event, due_wall, detail, session=None) -> None:
-                now = dt.datetime.now(dt.timezone.utc)
-                due = dt.datetime.fromtimestamp(due_wall, dt.timezone.utc) if due_wall is not None else None
-                ew.write((ctx.run.id, c.target.hostname, ipaddress.ip_address(c.target.address), c.mechanism,
-                          c.version, c.round, k, event, due, now, detail, session))
+        def log(c, k, event, due_wall, detail, session=None) -> None:
+            now = dt.datetime.now(dt.timezone.utc)
+            due = dt.datetime.fromtimestamp(due_wall, dt.timezone.utc) if due_wall is not None else None
+            ew.write((ctx.run.id, c.target.hostname, ipaddress.ip_address(c.target.address), c.mechanism,
+                      c.version, c.round, k, event, due, now, detail, session))
 
-            def tick() -> None:
-                ew.flush()
-                w.flush()
+        def tick() -> None:
+            ew.flush()
+            w.flush()
 
-            async def go():
-                targets, failed = await expand_targets(hosts, port, ipv6)
-                targets, blocked = _allowed(ctx, targets)
-                counts.update(targets=len(targets), blocked=blocked, unresolved=len(failed))
-                probe = LifetimeProbe(opts, emit, concurrency, limiter=ctx.limiter)
+        async def go():
+            targets, failed = await expand_targets(hosts, port, ipv6)
+            targets, blocked = _allowed(ctx, targets)
+            counts.update(targets=len(targets), blocked=blocked, unresolved=len(failed))
+            probe = LifetimeProbe(opts, emit, concurrency, limiter=ctx.limiter)
+            try:
+                if opts.chain:
+                    await asyncio.gather(*(probe.probe(t) for t in targets))
+                    return
+                sched = LifetimeScheduler(probe, slots=slots, hosts_in_flight=hosts_in_flight, log=log,
+                                          tick=tick, concurrency=concurrency)
                 try:
-                    if opts.chain:
-                        await asyncio.gather(*(probe.probe(t) for t in targets))
-                        return
-                    sched = LifetimeScheduler(probe, slots=slots, hosts_in_flight=hosts_in_flight, log=log,
-                                              tick=tick, concurrency=concurrency)
-                    try:
-                        await sched.run(targets, prior, restored)
-                    finally:
-                        stats.update(slots=slots, rounds_max=sched.rounds_max, sessions_peak=sched.peak_held,
-                                     sessions_peak_per_target=sched.peak_held_target)
+                    await sched.run(targets, prior, restored)
                 finally:
-                    probe.close()
-            asyncio.run(go())
-    except BaseException:
-        counts.update(stats)
-        ctx.run.finish("failed", counts)
-        raise
-    counts.update(stats)
+                    stats.update(slots=slots, rounds_max=sched.rounds_max, sessions_peak=sched.peak_held,
+                                 sessions_peak_per_target=sched.peak_held_target)
+            finally:
+                probe.close()
+        asyncio.run(go())
     if resumed_from is not None:   # the run's totals, not only this process's
         with ctx.db.connect() as conn:
             counts["attempts"], counts["resumed"] = conn.execute(
@@ -165,7 +157,6 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
     with ctx.db.connect() as conn:   # the stored sessions' secrets are not kept past the run
         conn.execute("UPDATE tls_lifetime_event SET session = NULL WHERE run_id = %s AND session IS NOT NULL",
                      (ctx.run.id,))
-    ctx.run.finish("finished", counts)
     return {"run_id": ctx.run.id, **counts}
 
 
@@ -174,7 +165,7 @@ def resume_lifetime(run_id: int) -> dict:
     from netsurvey.clictx import migrated_db, state as st
     from netsurvey.etiquette import RateLimiter, TargetPolicy
     from netsurvey.runctx import is_dry_run
-    from netsurvey.runs import Run, hold_run
+    from netsurvey.runs import reopen_run
     from netsurvey.scanning import ScanContext
 
     db = migrated_db()
@@ -191,13 +182,10 @@ def resume_lifetime(run_id: int) -> dict:
     keys = ("max_age", "step", "mechanisms", "versions", "chain", "stop_on_refusal", "timeout", "verify")
     opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})
     if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
-        open_scan("tls-lifetime", {"resume": run_id}, targets=_plan(hosts, p["port"]))
-    hold_run(db, run_id, resuming=True)
+        open_scan({"resume": run_id}, targets=_plan(hosts, p["port"]))
     cfg = st.config
-    ctx = ScanContext(db=db, run=Run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
+    ctx = ScanContext(db=db, run=reopen_run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
                       limiter=RateLimiter(cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps))
-    with db.connect() as conn:
-        conn.execute("UPDATE scan_run SET status='running' WHERE id=%s", (run_id,))
     return run_lifetime(hosts, opts, port=p["port"], ipv6=p["ipv6"], concurrency=p["concurrency"],
                         slots=p["slots"], hosts_in_flight=p["hosts_in_flight"], ctx=ctx, resumed_from=run_id)
 
@@ -231,54 +219,50 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
                family: int, port: int, concurrency: int) -> dict:
     params = {"hosts": len(hosts), "groups": len(group_map) if group_map else None, "merge": list(merge),
               "family": family, "port": port, **opts.__dict__}
-    ctx = open_scan("tls-shared", params, packages=("cryptography",), targets=_plan(hosts, port),
+    ctx = open_scan(params, packages=("cryptography",), targets=_plan(hosts, port),
                     concurrency=concurrency)
-    counts = {"attempts": 0, "resumed": 0}
-    try:
-        with _resumption_writer(ctx.db) as w:
-            def emit(a: ResumptionAttempt) -> None:
-                counts["attempts"] += 1
-                counts["resumed"] += a.resumed
-                w.write(_resumption_row(ctx.run.id, a))
+    counts = ctx.counts   # recorded by the run path however the run ends
+    counts.update(attempts=0, resumed=0)
+    with _resumption_writer(ctx.db) as w:
+        def emit(a: ResumptionAttempt) -> None:
+            counts["attempts"] += 1
+            counts["resumed"] += a.resumed
+            w.write(_resumption_row(ctx.run.id, a))
 
-            async def go() -> SharedProbe:
-                targets, failed = await expand_targets(hosts, port, family == 6)
-                pick: dict[str, ScanTarget] = {}
-                for t in targets:
-                    if (":" in t.address) == (family == 6) and t.hostname not in pick:
-                        pick[t.hostname] = t
-                ok, blocked = _allowed(ctx, list(pick.values()))
-                by_host = {t.hostname: t for t in ok}
-                counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
-                probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)
-                if merge:
-                    await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
-                    return probe
-                if group_map is None:
-                    peers = {h: [b for b in by_host if b != h] for h in by_host}
-                else:
-                    peers = {h: sorted({b for g in group_map.values() if h in g for b in g if b != h and b in by_host})
-                             for h in by_host}
-                origins = origins_of_shard(list(by_host), opts.shard)
-                try:
-                    await asyncio.gather(*(probe.probe_origin(by_host[a], [by_host[b] for b in peers[a]])
-                                           for a in origins))
-                    await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
-                finally:
-                    probe.close()
+        async def go() -> SharedProbe:
+            targets, failed = await expand_targets(hosts, port, family == 6)
+            pick: dict[str, ScanTarget] = {}
+            for t in targets:
+                if (":" in t.address) == (family == 6) and t.hostname not in pick:
+                    pick[t.hostname] = t
+            ok, blocked = _allowed(ctx, list(pick.values()))
+            by_host = {t.hostname: t for t in ok}
+            counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
+            probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)
+            if merge:
+                await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
                 return probe
-            probe = asyncio.run(go())
-        if merge or opts.shard[1] == 1:
-            runs = merge or (ctx.run.id,)
-            groups = groups_from_db(ctx.db, runs, probe.sans.keys() | set(_hosts_of(hosts)), probe.sans)
-            _store_groups(ctx.db, ctx.run.id, groups)
-            for kind, comps in groups.items():
-                counts[f"{kind}_groups"] = sum(1 for c in comps if len(c) > 1)
-                counts[f"{kind}_largest"] = len(comps[0]) if comps else 0
-    except BaseException:
-        ctx.run.finish("failed", counts)
-        raise
-    ctx.run.finish("finished", counts)
+            if group_map is None:
+                peers = {h: [b for b in by_host if b != h] for h in by_host}
+            else:
+                peers = {h: sorted({b for g in group_map.values() if h in g for b in g if b != h and b in by_host})
+                         for h in by_host}
+            origins = origins_of_shard(list(by_host), opts.shard)
+            try:
+                await asyncio.gather(*(probe.probe_origin(by_host[a], [by_host[b] for b in peers[a]])
+                                       for a in origins))
+                await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
+            finally:
+                probe.close()
+            return probe
+        probe = asyncio.run(go())
+    if merge or opts.shard[1] == 1:
+        runs = merge or (ctx.run.id,)
+        groups = groups_from_db(ctx.db, runs, probe.sans.keys() | set(_hosts_of(hosts)), probe.sans)
+        _store_groups(ctx.db, ctx.run.id, groups)
+        for kind, comps in groups.items():
+            counts[f"{kind}_groups"] = sum(1 for c in comps if len(c) > 1)
+            counts[f"{kind}_largest"] = len(comps[0]) if comps else 0
     return {"run_id": ctx.run.id, **counts}
 
 

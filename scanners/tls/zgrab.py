@@ -215,39 +215,35 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
         _check_ingest(ingest, lines)
     from netsurvey.scanning import ScanTarget
 
-    ctx = open_scan("tls", {"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
+    ctx = open_scan({"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
                     packages=(), targets=None if ingest is not None else [ScanTarget(h, a, 443, r) for r, h, a in hosts])
     bad: list[BadZgrabLine] = []
     blocked = n = 0
-    try:
-        with handshake_writer(ctx.db) as w:   # closed (flushed) on SIGTERM too
+    with handshake_writer(ctx.db) as w:   # closed (flushed) on SIGTERM too
 
-            def take(line: str, no: int) -> None:
-                nonlocal n
-                for row in rows_from_zgrab([line], ctx.run.id, bad, first_line_no=no):
-                    w.write(row)
-                    n += 1
+        def take(line: str, no: int) -> None:
+            nonlocal n
+            for row in rows_from_zgrab([line], ctx.run.id, bad, first_line_no=no):
+                w.write(row)
+                n += 1
 
-            if ingest is None:
-                require_tool("zgrab2")
-                targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
-                allowed = [t for t in targets if ctx.policy.allowed(t.address)]
-                blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
-                targets = allowed
-                line_no = itertools.count(1)
-                with tempfile.TemporaryDirectory() as d:
-                    bl = Path(d) / "blocklist"
-                    bl.write_text("")  # the policy filtered the targets above
-                    asyncio.run(_zgrab_paced(zgrab_argv(senders, bl), targets, ctx.limiter,
-                                             lambda line: take(line, next(line_no))))
-            else:
-                for no, line in enumerate(lines, 1):
-                    take(line, no)
-    except BaseException:
-        ctx.run.finish("failed")
-        raise
+        if ingest is None:
+            require_tool("zgrab2")
+            targets, _ = asyncio.run(expand_targets(hosts, 443, ipv6))
+            allowed = [t for t in targets if ctx.policy.allowed(t.address)]
+            blocked = len(targets) - len(allowed)  # never handed to zgrab2; counted with the run
+            targets = allowed
+            line_no = itertools.count(1)
+            with tempfile.TemporaryDirectory() as d:
+                bl = Path(d) / "blocklist"
+                bl.write_text("")  # the policy filtered the targets above
+                asyncio.run(_zgrab_paced(zgrab_argv(senders, bl), targets, ctx.limiter,
+                                         lambda line: take(line, next(line_no))))
+        else:
+            for no, line in enumerate(lines, 1):
+                take(line, no)
     counts = {"ingested": n, "bad_lines": len(bad), "blocked": blocked}
     if bad:
         counts["first_bad_line"] = f"{bad[0].line_no}: {bad[0].reason}"[:200]
-    ctx.run.finish("finished", counts)
+    ctx.counts.update(counts)
     return {"run_id": ctx.run.id, **counts}

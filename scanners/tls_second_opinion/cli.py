@@ -90,7 +90,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if others and not all(testbed_only(t.address) for t in targets):
             raise UsageError(f"--client {others[0][0]} runs only against testbed addresses (198.18.0.0/15, 2001:2::/48) "
                              "and loopback: testssl makes ~24 connections per target, sslyze ~25")
-        ctx = open_scan("tls-second-opinion", {"targets": list(target), "port": port, "timeout_s": timeout_s,
+        ctx = open_scan({"targets": list(target), "port": port, "timeout_s": timeout_s,
                                                "clients": list(clients)},
                         targets=targets, concurrency=concurrency)
         scanner = TlsSecondOpinionScanner()
@@ -110,7 +110,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                              v.resumed, v.lifetime_hint_s, v.early_data_accepted, v.attempts, v.resumptions,
                              v.connections))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)
         if as_json:
             print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
         else:

@@ -57,7 +57,7 @@ def register(app, scan_app) -> None:
             # together collided on pg_type (UniqueViolation) - the test's flake
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('test_tcp_probe'))")
             conn.execute(TABLE_SQL)
-        ctx = open_scan("tcp-connect", {"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
+        ctx = open_scan({"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
         s = TcpConnectScanner()
         s.init({"delay": delay}, ctx)
         w = ResultWriter(ctx.db, "test_tcp_probe", ["run_id", "hostname", "address", "status", "connect_ms"],

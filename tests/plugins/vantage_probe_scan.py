@@ -64,7 +64,7 @@ def register(app, scan_app) -> None:
         with migrated_db().connect() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('test_vantage_probe'))")
             conn.execute(TABLE_SQL)
-        ctx = open_scan("vantage-probe", {"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
+        ctx = open_scan({"list": list_name, "delay": delay}, targets=targets, concurrency=concurrency)
         s = VantageProbeScanner()
         s.init({"delay": delay}, ctx)
         w = ResultWriter(ctx.db, "test_vantage_probe", ["run_id", "hostname", "address", "status", "connect_ms",
