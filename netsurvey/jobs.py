@@ -54,11 +54,7 @@ logger = logging.getLogger("netsurvey.jobs")
 # -- schedule config ------------------------------------------------------------------
 
 
-def parse_duration(text: str) -> float:
-    """'45m' / '10s' / '2h' / '1d' / '30' (seconds) -> seconds (see durations.py)."""
-    from .durations import parse_duration_s
-
-    return parse_duration_s(text)
+from .durations import parse_duration_s as parse_duration  # noqa: E402 - the one duration rule
 
 class ScheduleEntry(BaseModel):
     """A recurring scan: either ``cron`` (5-field cron, UTC) or ``rounds`` x ``interval``."""

@@ -122,15 +122,15 @@ def out_option(default: Any = None, help: str = "Write to this file.", *names: s
     return typer.Option(default, *(names or ("--out",)), dir_okay=False, help=help)
 
 
-#: Each shared option: the annotation its value has, the parser it goes through (None:
-#: typer's own), its bounds. tests/core/test_options.py checks every command against it.
+#: Each shared option: the annotation its value has (typer's, without Optional), the
+#: parser it goes through (None: typer's own), its bounds. tests/core/test_options.py checks every command against it.
 SHARED: dict[str, dict[str, Any]] = {
-    "--list": {"annotation": Optional[str], "parser": None},
-    "--top": {"annotation": Optional[int], "parser": None, "min": 1, "max": None},
+    "--list": {"annotation": str, "parser": None},
+    "--top": {"annotation": int, "parser": None, "min": 1, "max": None},
     "--port": {"annotation": int, "parser": None, "min": 1, "max": MAX_PORT},
     "--timeout": {"annotation": float, "parser": parse_duration},
-    "--deadline": {"annotation": Optional[float], "parser": parse_duration},
+    "--deadline": {"annotation": float, "parser": parse_duration},
     "--concurrency": {"annotation": int, "parser": None, "min": 1, "max": MAX_CONCURRENCY},
-    "--rate": {"parser": parse_rate},
+    "--rate": {"annotation": float, "parser": parse_rate},
     "--json": {"annotation": bool, "parser": None},
 }

@@ -135,8 +135,8 @@ def test_parallel_senders_recover_every_cookie(db, testbed):
     """--senders 2 (two forked, CPU-pinned sending processes) over a /20 of the scale
     namespace: one row per address, every address answers with a cookie, and the cookies are
     exactly the ones a single sender gets (same server key, same client address)."""
-    one = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "0", "--cooldown", "1")
-    two = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "0", "--cooldown", "1", "--senders", "2")
+    one = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "1e9", "--cooldown", "1")
+    two = scan(db, "tfo", "--cidr", "198.19.16.0/20", "--rate", "1e9", "--cooldown", "1", "--senders", "2")
     got = {}
     for out in (one, two):
         r = rows(db, "SELECT host(address), cookie FROM tfo_probe WHERE run_id=%s", out["run_id"])

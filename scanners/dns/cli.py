@@ -7,7 +7,7 @@ import json
 from typing import Optional
 
 import typer
-from netsurvey.options import concurrency_option, json_option, list_option, timeout_option, top_option
+from netsurvey.options import rate_option, concurrency_option, json_option, list_option, timeout_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -86,7 +86,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         qtypes: str = typer.Option("A,AAAA", "--types", help="Record types, comma-separated (A, AAAA)."),
         edns_payload: int = typer.Option(1232, "--edns-payload", help="EDNS UDP payload in bytes; 0 = no EDNS."),
         concurrency: int = concurrency_option(1000, help="Hostnames in flight (queries are windowed per server)."),
-        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        rate: Optional[float] = rate_option(),
         ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s per nameserver, below etiquette.per_destination_pps (default: that limit alone)."),
         retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
         timeout: float = timeout_option(0.5, help="First retransmit timeout in seconds (then adaptive, doubled per retry)."),
@@ -128,7 +128,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                           help="Client subnet PREFIX sent in ECS (repeatable; default: the vantage's /24)."),
         qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
         concurrency: int = concurrency_option(1000, help="Hostnames in flight."),
-        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        rate: Optional[float] = rate_option(),
         ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s to the resolver, below etiquette.per_destination_pps unless it is in etiquette.own_servers."),
         retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
         timeout: float = timeout_option(1.0, help="First retransmit timeout in seconds."),

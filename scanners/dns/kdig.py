@@ -143,7 +143,7 @@ def register(scan_app) -> None:
     import json
 
     import typer
-    from netsurvey.options import json_option, list_option, top_option
+    from netsurvey.options import rate_option, json_option, list_option, top_option
 
     from netsurvey.errors import UsageError
     from netsurvey.measure import measurement
@@ -157,7 +157,7 @@ def register(scan_app) -> None:
         subnets: list[str] = typer.Option([], "--subnet", help="Client subnet sent with +subnet (repeatable); "
                                           "every name is also asked without ECS."),
         qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
-        rate: Optional[float] = typer.Option(None, "--rate", help="Global packets/s (default: etiquette.rate_pps)."),
+        rate: Optional[float] = rate_option(),
         as_json: bool = json_option(help="Print run id and counts as JSON."),
     ) -> None:
         """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""

@@ -10,7 +10,7 @@ import sys
 from typing import Optional
 
 import typer
-from netsurvey.options import check_targets, concurrency_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
+from netsurvey.options import check_targets, rate_option, concurrency_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -186,7 +186,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                       concurrency: int = concurrency_option(100, help="Targets in flight."),
                       cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe the addresses of a network (VN probe only: no hostname)."),
                       zmap: bool = typer.Option(False, "--zmap", help="With --cidr: Debian zmap's udp module sends the VN probe to the whole network first; only addresses that answered are probed."),
-                      rate: float = typer.Option(10000, "--rate", help="zmap packets per second (--zmap)."),
+                      rate: float = rate_option(10000.0, help="zmap packets per second (--zmap; at most etiquette.rate_pps)."),
                       as_json: bool = _JSON) -> None:
         """Which hosts speak QUIC: Version Negotiation probe, Alt-Svc h3, HTTPS DNS record (Table 6.2)."""
         from .scanner import DiscoverOptions, QuicDiscoverScanner

@@ -7,7 +7,7 @@ import re
 from typing import Optional
 
 import typer
-from netsurvey.options import duration_option, json_option, list_option, port_option, top_option
+from netsurvey.options import duration_option, rate_option, json_option, list_option, port_option, top_option
 
 from netsurvey.measure import measurement
 from rich.console import Console
@@ -57,7 +57,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         top: Optional[int] = top_option(help="Only the top N hostnames of the list."),
         cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe every address of a network instead of a list."),
         port: int = port_option(443, help="TCP port probed."),
-        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        rate: float = rate_option(10000.0, help="Probes per second (at most etiquette.rate_pps)."),
         all_addresses: bool = typer.Option(False, "--all-addresses", help="Probe every A and AAAA address (default: the first A, as the thesis)."),
         experimental: bool = typer.Option(False, "--experimental", help="Request cookies with option 254/0xF989 instead of 34."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies after the last probe."),
@@ -137,7 +137,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         interval: float = duration_option(2700.0, "--interval", allow_zero=True,
                                           help="Time between rounds (0: back to back)."),
         port: int = port_option(443, help="TCP port probed."),
-        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        rate: float = rate_option(10000.0, help="Probes per second (at most etiquette.rate_pps)."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies after each round."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server (e.g. the authoritative one) instead of the system resolver."),
         resume: Optional[int] = typer.Option(None, "--resume", help="Continue the survey of this run id after a restart."),
@@ -221,7 +221,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                                    "cookies a 'scan tfo' run received, each to the address that "
                                                    "issued it (still accepted? e.g. after a key rotation)."),
         port: int = port_option(443, help="TCP port probed."),
-        rate: float = typer.Option(10000, "--rate", help="Probes per second (0 = unlimited)."),
+        rate: float = rate_option(10000.0, help="Probes per second (at most etiquette.rate_pps)."),
         cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds to wait for replies."),
         ipv6: bool = typer.Option(False, "--ipv6", help="Include AAAA addresses."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server."),

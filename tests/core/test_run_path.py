@@ -1,0 +1,129 @@
+"""The run path owns a run's life (netsurvey/measure.py): a measurement opens its run with
+``open_scan(params)`` (its declared kind), adds to ``ctx.counts`` and returns; the run path
+ends the run - finished when it returns, failed (with the error) when it raises, cancelled
+on Ctrl-C or when the measurement says so, the previous run when it opens its next one.
+In-process against a real database; nothing is contacted (no targets)."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+import typer
+
+from netsurvey import measure
+from netsurvey.clicompat import Exit
+from netsurvey.clictx import open_scan, state
+from netsurvey.errors import UsageError
+from netsurvey.runctx import RunContext
+
+
+@pytest.fixture
+def declared(db, monkeypatch):
+    """Declare throwaway measurements on a private group; the registry forgets them after."""
+    monkeypatch.setattr(state, "dsn", db.dsn)
+    monkeypatch.setattr(state, "_db", None)
+    monkeypatch.setattr(state, "_config", None)
+    names: list[str] = []
+
+    def declare(name: str, body, kind=None):
+        measure.measurement(typer.Typer(), name, contacts_network=False, kind=kind)(body)
+        names.append(name)
+        return measure.registry()[name]
+
+    yield declare
+    for n in names:
+        measure._REGISTRY.pop(n, None)
+
+
+def _runs(db) -> list[tuple]:
+    with psycopg.connect(db.dsn) as c:
+        return c.execute("SELECT kind, status, counts FROM scan_run ORDER BY id").fetchall()
+
+
+def _run(m) -> None:
+    measure.run_inline(RunContext(measurement=m.name), m, {})
+
+
+def test_returning_finishes_the_run_with_its_counts_under_the_declared_kind(db, declared):
+    def body():
+        ctx = open_scan({"x": 1})
+        ctx.counts.update(probed=3, success=2)
+    _run(declared("rp-ok", body))
+    assert _runs(db) == [("rp-ok", "finished", {"probed": 3, "success": 2})]
+
+
+def test_a_second_engine_records_runs_under_its_declared_kind(db, declared):
+    _run(declared("rp-engine", lambda: open_scan({}), kind="rp-shared-kind"))
+    assert _runs(db) == [("rp-shared-kind", "finished", {})]
+
+
+def test_raising_fails_the_run_with_partial_counts_and_the_error(db, declared):
+    def body():
+        ctx = open_scan({})
+        ctx.counts["attempts"] = 7
+        raise UsageError("--groups: bad line 3")
+    with pytest.raises(UsageError):
+        _run(declared("rp-fail", body))
+    [(kind, status, counts)] = _runs(db)
+    assert (kind, status, counts["attempts"]) == ("rp-fail", "failed", 7)
+    assert counts["error"] == "UsageError: --groups: bad line 3"
+
+
+def test_the_next_run_ends_the_one_before_and_the_last_ends_with_the_command(db, declared):
+    def body():
+        for i in range(3):
+            open_scan({"round": i}).counts["round"] = i
+    _run(declared("rp-rounds", body))
+    assert _runs(db) == [("rp-rounds", "finished", {"round": i}) for i in range(3)]
+
+
+def test_ctrl_c_cancels_and_a_chosen_outcome_is_kept(db, declared):
+    def interrupted():
+        open_scan({})
+        raise KeyboardInterrupt
+
+    def stopped_early():
+        ctx = open_scan({})
+        ctx.run.outcome = "cancelled"
+        ctx.run.final_counts = lambda: {"rounds_done": 2}
+    with pytest.raises(KeyboardInterrupt):
+        _run(declared("rp-ctrl-c", interrupted))
+    _run(declared("rp-early", stopped_early))
+    assert [(k, s) for k, s, _ in _runs(db)] == [("rp-ctrl-c", "cancelled"), ("rp-early", "cancelled")]
+    assert _runs(db)[1][2] == {"rounds_done": 2}
+
+
+def test_exit_zero_finishes_exit_nonzero_fails(db, declared):
+    def ok():
+        open_scan({})
+        raise Exit(0)
+
+    def bad():
+        open_scan({})
+        raise Exit(1)
+    for name, body in (("rp-exit0", ok), ("rp-exit1", bad)):
+        with pytest.raises(Exit):
+            _run(declared(name, body))
+    assert [(k, s) for k, s, _ in _runs(db)] == [("rp-exit0", "finished"), ("rp-exit1", "failed")]
+
+
+def test_open_scan_outside_a_measurement_needs_a_kind(db, declared):
+    with pytest.raises(RuntimeError, match="kind="):
+        open_scan({})
+    with measure.run_path("rp-server"):
+        open_scan({}, kind="rp-server").counts["queries"] = 4
+    assert _runs(db) == [("rp-server", "finished", {"queries": 4})]
+
+
+def test_no_plugin_ends_runs_or_catches_base_exception():
+    """The run path alone ends runs: no plugin package calls finish or catches BaseException."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for pkg in ("scanners", "browser_probes", "atlas", "analysis", "testbed"):
+        for f in (root / pkg).rglob("*.py"):
+            for no, line in enumerate(f.read_text().splitlines(), 1):
+                if re.search(r"\.finish\(|except BaseException", line):
+                    found.append(f"{f.relative_to(root)}:{no}: {line.strip()}")
+    assert not found, "\n".join(found)
