@@ -69,7 +69,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        from netsurvey.clictx import migrated_db, open_scan, state
+        from netsurvey.clictx import list_db, migrated_db, open_scan, state
         from netsurvey.etiquette import TargetPolicy
         from netsurvey.targets import select_targets
 
@@ -82,7 +82,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if page_timeout <= 0:
             raise UsageError("--page-timeout must be positive")
         check_targets(list_name, top, url, what="--url URL")
-        db = migrated_db()
+        db = list_db() if list_name else migrated_db()
         policy = TargetPolicy.from_config(state.config.etiquette)
         from netsurvey.resolve import system_resolver
 

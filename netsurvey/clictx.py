@@ -44,6 +44,13 @@ class State:
 state = State()
 
 
+def list_db() -> Database:
+    """The database a target list (--list) is read from. It is never created for that: a
+    list cannot be in a database that does not exist yet, so a scan of a list in a fresh
+    directory is bad input (one line, exit 2), not a new embedded server left running."""
+    return migrated_db(create=False)
+
+
 def migrated_db(create: bool = True) -> Database:
     """The database with every migration applied (scanners call this before writing).
     Commands that only read pass ``create=False``: they never create an embedded database."""

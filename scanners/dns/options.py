@@ -44,15 +44,13 @@ def targets_from_options(list_name: Optional[str], top: Optional[int], names: li
     """The list's names (streamed from the database while the scan reads them, counted in
     SQL: issue 26) followed by the --name ones, as a :class:`~netsurvey.scanning.NameStream`
     of port-53 ScanTargets. In a shard: only the shard's names."""
-    from netsurvey.clictx import migrated_db
+    from netsurvey.clictx import list_db
+    from netsurvey.options import check_targets
     from netsurvey.scanning import NameStream, ScanTarget
     from netsurvey.targets import normalize_hostname, stream_targets
 
-    if not list_name and not names:
-        raise UsageError("give --list NAME or at least one --name HOSTNAME")
-    if top is not None and not list_name:
-        raise UsageError("--top selects from a --list: give --list NAME")
-    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    check_targets(list_name, top, names, what="--name HOSTNAME")
+    listed = stream_targets(list_db(), list_name, top) if list_name else None
     extra = []
     for n in names:
         try:

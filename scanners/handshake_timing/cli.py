@@ -62,10 +62,10 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
             raise UsageError(f"--target {spec!r}: expected ADDRESS, HOST=ADDRESS or HOST")
         names.append((None, host.strip().lower()))
     if list_name:
-        from netsurvey.clictx import migrated_db
+        from netsurvey.clictx import list_db
         from netsurvey.targets import select_targets
 
-        names += [(t.rank, t.hostname) for t in select_targets(migrated_db(), list_name, top)]
+        names += [(t.rank, t.hostname) for t in select_targets(list_db(), list_name, top)]
     if names:
         from netsurvey.resolve import resolve_many
 

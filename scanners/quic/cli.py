@@ -15,7 +15,7 @@ from netsurvey.options import check_targets, rate_option, concurrency_option, du
 from netsurvey.measure import measurement
 from rich.console import Console
 
-from netsurvey.clictx import migrated_db, open_scan
+from netsurvey.clictx import list_db, migrated_db, open_scan
 from netsurvey.etiquette import user_agent
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
@@ -65,7 +65,7 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
 
     check_targets(list_name, top, target, what="--target [HOST@]ADDRESS[:PORT] or HOST")
     extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
-    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    listed = stream_targets(list_db(), list_name, top) if list_name else None
     if listed is not None or any(t.address is None for t in extra):
         from netsurvey.resolve import system_resolver
 

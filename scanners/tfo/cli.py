@@ -12,7 +12,7 @@ from netsurvey.options import duration_option, rate_option, json_option, list_op
 from netsurvey.measure import measurement
 from rich.console import Console
 
-from netsurvey.clictx import migrated_db, open_scan
+from netsurvey.clictx import list_db, migrated_db, open_scan
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.scanning import ScanTarget
@@ -95,7 +95,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
         else:
-            db = migrated_db()   # streamed: read and resolved batch by batch while probing (issue 26)
+            db = list_db()   # streamed: read and resolved batch by batch while probing (issue 26)
             targets = ResolvingStream(NameStream(stream_targets(db, list_name, top), port), port, all_addresses, ns)
             failed = []
         seed = new_seed() if seed is None else seed & (2**64 - 1)
@@ -152,7 +152,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .scanner import TfoOptions
         from .survey import LbPlan, lb_survey, new_seed
 
-        db = migrated_db()
+        db = list_db()   # the run to resume or the list: neither is in a database not made yet
         if resume is not None:
             with db.connect() as conn:
                 row = conn.execute("SELECT kind, parameters, status FROM scan_run WHERE id=%s", (resume,)).fetchone()
@@ -239,7 +239,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _check_common(port, rate, cooldown)
         if (list_name is None) == (cookies_from is None):
             raise UsageError("give --list or --cookies-from (one of them)")
-        db = migrated_db()
+        db = list_db()   # the cookies run or the list: neither is in a database not made yet
         if cookies_from is not None:
             from .represent import represent_cli
 

@@ -33,7 +33,7 @@ def _mechanisms(text: str) -> tuple[str, ...]:
 
 def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> list[tuple[Optional[int], str, Optional[str]]]:
     """(rank, hostname, fixed address) from --list/--top and --target HOST[=ADDR]."""
-    from netsurvey.clictx import migrated_db
+    from netsurvey.clictx import list_db
     from netsurvey.targets import select_targets
 
     from .survey import parse_target_spec
@@ -47,14 +47,14 @@ def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> 
             raise UsageError(f"--target: {exc}") from None
         out.append((None, h, a))
     if list_name:
-        out += [(t.rank, t.hostname, None) for t in select_targets(migrated_db(), list_name, top)]
+        out += [(t.rank, t.hostname, None) for t in select_targets(list_db(), list_name, top)]
     return out
 
 
 def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str], port: int, ipv6: bool):
     """--list/--top and --target HOST[=ADDR] as a stream of targets (scan tls, issue 26):
     the list's names read from the database and resolved batch by batch as the scan goes."""
-    from netsurvey.clictx import migrated_db
+    from netsurvey.clictx import list_db
     from netsurvey.scanning import NameStream, ScanTarget
     from netsurvey.targets import stream_targets
 
@@ -68,7 +68,7 @@ def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str
         except ValueError as exc:
             raise UsageError(f"--target: {exc}") from None
         extra.append(ScanTarget(h, a, port, None))
-    listed = stream_targets(migrated_db(), list_name, top) if list_name else None
+    listed = stream_targets(list_db(), list_name, top) if list_name else None
     if listed is not None or any(t.address is None for t in extra):
         from netsurvey.resolve import system_resolver
 
