@@ -119,6 +119,7 @@ import typer
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
+from netsurvey.options import concurrency_option, timeout_option
 
 COLUMNS = [("run_id", "int8"), ("address", "inet"), ("port", "int4"), ("status", "text"),
            ("error", "text"), ("connect_ms", "float8")]
@@ -128,8 +129,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "{{NAME}}", tables=("{{TABLE}}",))
     def scan_{{PKG}}(
         target: List[str] = typer.Option(..., "--target", help="ADDRESS:PORT to probe (repeatable)."),
-        timeout_s: float = typer.Option(3.0, "--timeout", help="Seconds one probe may take."),
-        concurrency: int = typer.Option(10, "--concurrency", help="Probes in flight."),
+        timeout_s: float = timeout_option(3.0, help="How long one probe may take."),
+        concurrency: int = concurrency_option(10, help="Probes in flight."),
     ) -> None:
         """(scaffold) TCP connect time to each target, milliseconds."""
         from netsurvey.clictx import open_scan
@@ -138,8 +139,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .scanner import Options, {{PKG}}Scanner
 
-        if not timeout_s > 0 or concurrency < 1:
-            raise UsageError("--timeout must be positive and --concurrency at least 1")
         targets = [_target(t) for t in target]
         ctx = open_scan({"targets": list(target), "timeout_s": timeout_s}, targets=targets,
                         concurrency=concurrency)
@@ -149,7 +148,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write((
                 ctx.run.id, ipaddress.ip_address(o.target.address), o.target.port, o.status.value, o.error,
                 o.result.connect_ms if o.result else None)), concurrency=concurrency, show_progress=False))
-        ctx.run.finish("finished", counts)
+        ctx.counts.update(counts)   # the run path ends the run with these counts
         print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
 
     def _target(text: str):
@@ -164,7 +163,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
 _SQL = '''-- {{NAME}}: one row per probed target (scaffold; netsurvey new-measurement).
 CREATE TABLE {{TABLE}} (
-    run_id      bigint NOT NULL REFERENCES scan_run (id),
+    run_id      bigint NOT NULL REFERENCES scan_run (id) ON DELETE CASCADE,
     address     inet NOT NULL,
     port        integer NOT NULL,
     status      text NOT NULL,
