@@ -5,7 +5,7 @@ dropping a run must not leave orphans or fail), and every result table carries s
 from __future__ import annotations
 
 #: tables keyed to scan_run that are not result rows (no shard writes them)
-NOT_RESULTS = {"run_round"}
+NOT_RESULTS = {"run_round", "job_shard"}
 
 
 def _keyed(conn):
