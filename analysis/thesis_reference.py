@@ -273,9 +273,9 @@ REFERENCES: tuple[Ref, ...] = (
 #: to compare, or (MODEL_COMPARED) the model figure compares its published values itself.
 NOT_PUBLISHED: dict[str, str] = {
     "vantage-compare-dns-ecs": "no thesis counterpart: the thesis scanned from one vantage; this compares "
-                               "vantages of our own (issue 26)",
+                               "vantages of our own (several vantages sharing one database)",
     "vantage-compare-handshake-timing": "no thesis counterpart: the thesis timed handshakes from one vantage "
-                                        "(Tables 3.5/5.1); this compares vantages of our own (issue 26)",
+                                        "(Tables 3.5/5.1); this compares vantages of our own (several vantages sharing one database)",
     "browser-plt-cdf": "no thesis counterpart: the page-load time is BLAST's metric, the thesis has no such figure",
     "browser-tracking-table": "Tables 3.2, 4.2 and 6.1 are per-browser verdicts for the 2018-2019 browser "
                               "versions tested then; not entered as reference numbers (other browsers/versions)",
@@ -285,7 +285,7 @@ NOT_PUBLISHED: dict[str, str] = {
                   "QUIC's NEW_TOKEN tokens and tickets; no share of hosts handing them out is published",
     "browser-revisit-savings": "no thesis counterpart: the thesis times its own client's handshakes (Table 5.1, "
                                "handshake-tls-delay-table), not a browser's revisit",
-    "zoo-table": "issue 24's validation table (netsurvey against an independent client on the testbed zoo); "
+    "zoo-table": "a validation table of our own (netsurvey against independent clients and the documented defaults of the testbed's server zoo); "
                  "not a thesis figure",
 }
 

@@ -284,7 +284,7 @@ def _as_text(v) -> str | None:
 
 @figure("zoo-table", sources=["tls_handshake", "tls_second_opinion", "dns_ttl_probe", "dns_ecs_probe",
                                 "dns_second_opinion", "quic_discovery", "quic_connection", "quic_token", "quic_ticket",
-                                "quic_second_opinion"], thesis="issue 24")
+                                "quic_second_opinion"], thesis="testbed zoo validation (no thesis counterpart)")
 def zoo_table(ctx: FigureContext) -> None:
     """Per host and fact: the implementation's documented default (testbed zoo ground
     truth, cited), netsurvey's measurement (scan tls) and each independent client's

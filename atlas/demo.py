@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-STEP = "RIPE Atlas resolver RTTs (issue 8)"
+STEP = "RIPE Atlas resolver RTTs (against the testbed's Atlas stand-in)"
 KEY_FILE = Path("/run/netsurvey/testbed/atlas-api-key")
 ZONE = "dnstest.example.test"
 AUTH_ADDR = "198.18.108.53"

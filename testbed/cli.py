@@ -154,8 +154,8 @@ def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the
     os.execvpe(argv[0], argv, env)
 
 
-zoo_dns_app = typer.Typer(no_args_is_help=True, help="The DNS zoo (issue 24): BIND, gdnsd, NSD, PowerDNS in a testbed "
-                          "of their own (testbed/zoo_dns.py).")
+zoo_dns_app = typer.Typer(no_args_is_help=True, help="The DNS zoo: BIND, gdnsd, NSD, PowerDNS with their stock defaults, "
+                          "in a testbed of their own (testbed/zoo_dns.py).")
 testbed_app.add_typer(zoo_dns_app, name="zoo-dns")
 
 
@@ -200,8 +200,8 @@ def zoo_dns_exec(cmd: List[str] = typer.Argument(..., help="Command to run in th
     os.execvpe(argv[0], argv, env)
 
 
-zoo_quic_app = typer.Typer(no_args_is_help=True, help="The QUIC zoo (issue 24): quic-go and ngtcp2 servers, "
-                           "and a TFO key-pair host, in namespaces of their own (nstq-*).")
+zoo_quic_app = typer.Typer(no_args_is_help=True, help="The QUIC zoo: quic-go, ngtcp2 and quinn servers with their stock "
+                           "defaults, and a TFO key-pair host, in namespaces of their own (nstq-*).")
 testbed_app.add_typer(zoo_quic_app, name="zoo-quic")
 
 

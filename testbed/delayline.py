@@ -1,4 +1,4 @@
-"""A userspace delay line between two namespaces (issue 25): the timing testbed's link.
+"""A userspace delay line between two namespaces: the timing testbed's link.
 
 The kernel this testbed runs on may lack ``sch_netem`` (the Firecracker guest kernel of the
 CI machine has tbf and htb but no netem: ``tc qdisc add ... netem`` answers "Specified qdisc

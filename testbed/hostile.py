@@ -1,4 +1,4 @@
-"""Hostile hosts: servers that misbehave the way some Internet hosts do (issue 12).
+"""Hostile hosts: servers that misbehave the way some Internet hosts do.
 
 One asyncio process in the ``hostile`` namespace (a local-route range, so it may bind any
 address of it) serves every behaviour below, each on its own IPv4 address. The table
