@@ -30,7 +30,6 @@ from psycopg import sql
 
 from .engine import cdf
 from .figures import FigureContext, figure
-from .style import new_figure
 
 CATEGORIES = ["queue_ms", "connection_ms", "server_wait_ms", "transfer_ms"]
 LABELS = {"queue_ms": "queue wait", "connection_ms": "connection + TLS", "server_wait_ms": "server wait",
@@ -281,8 +280,7 @@ def sweeps(ctx: FigureContext) -> None:
     over the RTT at 164 kB/s (b), 100 points each."""
     import matplotlib.pyplot as plt
 
-    from .models.pageload import BLAST_BASELINE
-    from .models.pageload import PageOptions as _PO
+    from .models.pageload import BLAST_BASELINE, PageOptions as _PO
 
     def PageOptions(**kw):  # noqa: N802 - every sweep point on BLAST's baseline browser
         return _PO(features=BLAST_BASELINE, **kw)

@@ -318,7 +318,6 @@ def demo_steps():
 
 def _register_plot(app: typer.Typer) -> None:
     import json
-    from typing import Optional
 
     from rich.console import Console
     from rich.table import Table

@@ -13,9 +13,8 @@ from urllib.parse import urlsplit
 
 import typer
 
-from netsurvey.measure import measurement
-
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
 
 TLS_TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
 QUIC_TESTS = ("quic-lifetime", "quic-hint")

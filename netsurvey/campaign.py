@@ -38,7 +38,6 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
     """Queue ``spec`` as one run of ``rounds`` rounds, ``interval_s`` apart (round 1 at
     ``start_at``, default now), each as ``shards`` jobs. Returns the run id."""
     from .jobs import QUEUE, TASK_NAME, _insert_queued_run, ensure_queue_schema, make_app
-
     from .measure import MAX_SHARDS
 
     if not 1 <= shards <= MAX_SHARDS:

@@ -302,8 +302,8 @@ def _git_commit() -> Optional[str]:
 
 
 def exporter_versions(conn: psycopg.Connection, fmt: str) -> dict:
-    from importlib import metadata
     import platform
+    from importlib import metadata
 
     out = {"netsurvey": metadata.version("netsurvey"), "git_commit": _git_commit(),
            "python": platform.python_version(), "psycopg": psycopg.__version__,

@@ -26,7 +26,6 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import enum
 import gc
-from collections import deque
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Iterator, Optional, Sequence
 

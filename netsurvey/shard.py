@@ -20,7 +20,6 @@ from typing import Optional
 
 import psycopg
 
-
 from .runctx import ShardSpec, current_shard
 
 __all__ = ["ShardSpec", "ShardConnectionLost", "current", "shard_of", "commit_shard"]

@@ -29,7 +29,6 @@ from typing import Optional
 from .errors import UsageError
 from .etiquette import TargetPolicy
 
-
 #: Runs of zmap tried when it aborts on its constraint_lookup_index assertion.
 ZMAP_ATTEMPTS = 3
 

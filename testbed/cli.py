@@ -138,9 +138,8 @@ def timing_down(config: Optional[Path] = _CONFIG_OPT) -> None:
 @timing_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the timing vantage namespace.")) -> None:
     """Run CMD in the timing testbed's vantage namespace with the testbed CA trusted."""
-    from .timing import netns_name
-
     from . import netns
+    from .timing import netns_name
 
     tb = _testbed(None, use_running=False)
     ns = netns_name(tb.cfg.timing.vantage_ns)

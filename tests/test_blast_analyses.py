@@ -16,12 +16,11 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run_cli
-
 from analysis.figures import render
 from browser_probes.pageload import VisitResult
 from browser_probes.store import VisitStore
 from browser_probes.tree import Resource, domain_tree, page_load_time_ms, tree_height
+from conftest import run_cli
 
 SIZE = 1640          # bytes: 10 ms at BLAST's 164 kB/s
 

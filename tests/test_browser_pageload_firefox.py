@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from conftest import run_cli
-
 from browser_probes.drivers import geckodriver_path
+from conftest import run_cli
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
     not (os.path.exists("/usr/lib/firefox-esr/firefox-esr") and geckodriver_path()),

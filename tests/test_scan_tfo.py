@@ -11,7 +11,6 @@ import sys
 import textwrap
 import time
 
-import psycopg
 import pytest
 
 from conftest import needs_root, run_cli

@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
+from netsurvey.errors import UsageError
 from scanners.tfo.cli import parse_duration
 from scanners.tfo.engine import PORT_BASE, PORT_RANGE, AddressRange, keyed_hash, probe_fields
 from scanners.tfo.packets import SynTemplate, _sum16, fold, parse_options, syn_options, tfo_option
-from netsurvey.errors import UsageError
 
 
 @pytest.mark.parametrize("n", [4, 6, 8, 10, 12, 14, 16, 0])

@@ -20,8 +20,6 @@ ranks IPv6) in 4 shards. The rows' round and vantage come from their ``shard_id`
 (schema/0115_row_vantage.sql)."""
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import os
 import signal

@@ -7,17 +7,14 @@ import json
 from typing import Optional
 
 import typer
-
-from netsurvey.measure import measurement
 from rich.console import Console
 from rich.table import Table
 
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
 
-from .options import check_allowed as _check_allowed
-from .options import default_resolver, parse_server
-from .options import targets_from_options as _targets
+from .options import check_allowed as _check_allowed, default_resolver, parse_server, targets_from_options as _targets
 
 out = Console()
 
@@ -95,8 +92,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print run id and counts as JSON."),
     ) -> None:
         """Authoritative TTLs of A/AAAA records (thesis 2.4.2, Fig 2.5)."""
-        from .ttl import QTYPES, TtlOptions, TtlScanner
         from .store import ttl_rows
+        from .ttl import QTYPES, TtlOptions, TtlScanner
 
         if family not in ("4", "6", "any"):
             raise UsageError("--family must be 4, 6 or any")

@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 from typing import AsyncIterator, Optional, Sequence
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .engine import EngineOptions, QueryEngine
 from .ttl import QTYPES

@@ -163,9 +163,7 @@ def register(scan_app) -> None:
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
 
-        from .options import check_allowed as _check_allowed
-        from .options import parse_server
-        from .options import targets_from_options as _targets
+        from .options import check_allowed as _check_allowed, parse_server, targets_from_options as _targets
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):

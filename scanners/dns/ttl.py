@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AsyncIterator, NamedTuple, Optional, Sequence
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .delegation import DelegationWalker, WalkFailed, Zone, in_zone, parent_name, referral_zone
 from .engine import EngineOptions, Exchange, QueryEngine

@@ -16,8 +16,8 @@ import ipaddress
 import re
 import socket
 import struct
-from socket import AF_INET, inet_ntop
 from dataclasses import dataclass
+from socket import AF_INET, inet_ntop
 from typing import NamedTuple, Optional
 
 import dns.name

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 METHODS = ("tcp", "tfo", "tls12_full", "tls12_id", "tls12_ticket", "tls13_full", "tls13_psk", "tls13_0rtt",
            "quic_full", "quic_resumed", "quic_0rtt")

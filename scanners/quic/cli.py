@@ -10,13 +10,12 @@ import sys
 from typing import Optional
 
 import typer
-
-from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
-from netsurvey.etiquette import user_agent
 from netsurvey.errors import UsageError
+from netsurvey.etiquette import user_agent
+from netsurvey.measure import measurement
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 
 _TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"

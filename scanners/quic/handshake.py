@@ -26,8 +26,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.buffer import Buffer
 from aioquic.h3.connection import H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
-from aioquic.quic import connection as _aioquic_connection
-from aioquic.quic import events
+from aioquic.quic import connection as _aioquic_connection, events
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import pull_quic_transport_parameters
@@ -36,7 +35,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
 from .records import Certificate, ConnectOptions, HandshakeResult, TicketSeen, TokenSeen
-
 
 # aioquic rebuilds its frame-handler table (33 frozensets from EPOCHS("...")) for every
 # connection, ~50 us; the sets are immutable, so cache them once per process.

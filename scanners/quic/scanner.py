@@ -12,10 +12,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
 
-
 from netsurvey.etiquette import user_agent
 from netsurvey.resolve import system_resolver
-from netsurvey.scanning import ScanOutcome, ScanStatus, Scanner, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .discover import fetch_alt_svc, https_record_alpn, parse_alt_svc
 from .handshake import HandshakeFailed, quic_connect

@@ -29,12 +29,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         on `scan quic-discover` / `scan quic`: Version Negotiation, Retry, NEW_TOKEN count,
         tickets, resumption and 0-RTT, three connections per target."""
         from netsurvey.clictx import open_scan
+        from netsurvey.config import finite
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import CLIENT, Options, QuicSecondOpinionScanner
-
-        from netsurvey.config import finite
 
         finite(timeout_s, "--timeout", positive=True)   # inf: int(inf) in every client run
         if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 CLIENT = "/usr/bin/gtlsclient"
 #: the version the VN probe offers: reserved (RFC 9000 15), so every server answers with VN

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from typing import Optional
 
 import typer
-
-from netsurvey.measure import measurement
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
 from netsurvey.scanning import ScanTarget
 from netsurvey.targets import select_targets
 
@@ -73,10 +71,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
-        from .scanner import TfoOptions
         from netsurvey.scanning import NameStream
         from netsurvey.targets import stream_targets
 
+        from .scanner import TfoOptions
         from .survey import ResolvingStream, new_seed, support_scan
 
         _check_common(port, rate, cooldown)
@@ -110,7 +108,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if zmap:   # bad input fails before a run is recorded
             from netsurvey.clictx import state
             from netsurvey.etiquette import TargetPolicy
-
             from netsurvey.zmap import check_discoverable
 
             check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))

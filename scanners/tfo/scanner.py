@@ -2,11 +2,11 @@
 the raw engine (``scan_many``), classified into a :class:`TfoProbeResult`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import itertools
+from dataclasses import dataclass
 from typing import AsyncIterator, Iterable, Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .engine import EngineOptions, RawEngine, RawReply, RawTarget
 from .packets import parse_options

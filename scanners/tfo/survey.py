@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
-from netsurvey.resolve import resolve_many
 from netsurvey import scanning
+from netsurvey.resolve import resolve_many
 from netsurvey.scanning import ScanContext, ScanOutcome, ScanStatus, ScanTarget, run_scan
 from netsurvey.targets import Target
 from netsurvey.writer import ResultWriter

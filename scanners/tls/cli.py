@@ -8,9 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from netsurvey.measure import measurement
-
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
 
 from .results import VERSIONS
 
@@ -84,7 +83,7 @@ def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str
 def _positive(name: str, v: float) -> float:
     if not v > 0:
         raise UsageError(f"{name} must be positive")
-    from netsurvey.config import finite   # inf reached the database as JSON 'Infinity': an internal error
+    from netsurvey.config import finite  # inf reached the database as JSON 'Infinity': an internal error
 
     return finite(v, name)
 
@@ -119,8 +118,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ):
         """TLS handshake survey: session IDs, tickets (key_name, lifetime), certificates (Fig 4.5-4.7, 4.10)."""
-        from .run import run_survey
         from .results import TlsOptions
+        from .run import run_survey
 
         versions = _versions(tls)
         _positive("--timeout", timeout)

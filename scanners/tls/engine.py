@@ -26,8 +26,17 @@ from netsurvey.scanning import ScanStatus
 from .results import TicketInfo
 from .sessions import StoredSession, put as put_session, take as take_session
 from .tls13 import KeyLog, post_handshake_tickets
-from .wire import ALERTS, client_random, first_alert, key_name, looks_like_tls, parse_cleartext_flight, \
-    split_records, ticket_format, ticket_layout
+from .wire import (
+    ALERTS,
+    client_random,
+    first_alert,
+    key_name,
+    looks_like_tls,
+    parse_cleartext_flight,
+    split_records,
+    ticket_format,
+    ticket_layout,
+)
 
 _TLS_VERSION = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 

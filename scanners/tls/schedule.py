@@ -49,7 +49,6 @@ from typing import Callable, Iterable, Optional
 from netsurvey.agesearch import DueQueue, decided_index, default_slots, exhaustive_points, next_points  # noqa: F401
 from netsurvey.scanning import ScanStatus, ScanTarget
 
-from .results import ResumptionAttempt
 from .sessions import StoredSession
 
 

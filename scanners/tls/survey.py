@@ -10,7 +10,7 @@ import ipaddress
 from typing import Iterable, Optional
 
 from netsurvey.resolve import resolve_many
-from netsurvey.scanning import ResolvingStream, ScanOutcome, ScanStatus, ScanTarget, Scanner
+from netsurvey.scanning import ResolvingStream, Scanner, ScanOutcome, ScanStatus, ScanTarget
 from netsurvey.writer import ResultWriter
 
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context

@@ -9,7 +9,6 @@ import base64
 import datetime as dt
 import ipaddress
 import itertools
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,6 @@ from netsurvey.errors import UsageError
 from netsurvey.gotools import require_tool
 
 from .wire import key_name, ticket_format, ticket_layout
-
 
 
 def zgrab_argv(senders: int, blocklist: Path) -> list[str]:

@@ -47,14 +47,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         --client sslyze adds sslyze's TLS 1.2 resumption (ID, ticket) and TLS 1.3 early-data
         verdicts, each of its connections paced by the run's rate limiter."""
         from netsurvey.clictx import open_scan
+        from netsurvey.config import finite
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import Options, TlsSecondOpinionScanner
-
         from .testssl import testbed_only, version as testssl_version
-
-        from netsurvey.config import finite
 
         for value, option in ((timeout_s, "--timeout"), (testssl_timeout_s, "--testssl-timeout"),
                               (sslyze_timeout_s, "--sslyze-timeout")):

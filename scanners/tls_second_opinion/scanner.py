@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 #: (mechanism, version) -> gnutls-cli priority string.
 CHECKS = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3",
