@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import TYPE_CHECKING
 
 from .db import Database
 from .errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: .jobs is imported where it is used (start_campaign)
+    from .jobs import ScheduleEntry
 
 #: A campaign of more rounds than this is a typo (10 000 x 5 min is a month).
 MAX_ROUNDS = 10_000

@@ -90,7 +90,7 @@ def _service_user() -> ServerUser:
                             "--shell", "/usr/sbin/nologin", "--comment", "netsurvey embedded PostgreSQL",
                             SERVICE_USER], capture_output=True, text=True)
         if r.returncode not in (0, 9):  # 9: created meanwhile by another process
-            raise UsageError(f"cannot create the system user {SERVICE_USER!r}: {r.stderr.strip()}")
+            raise UsageError(f"cannot create the system user {SERVICE_USER!r}: {r.stderr.strip()}") from None
         pw = pwd.getpwnam(SERVICE_USER)
     return ServerUser(pw.pw_name, pw.pw_uid, pw.pw_gid)
 

@@ -32,13 +32,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import procrastinate
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from .db import Database
 from .errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: runctx is imported where it is used
+    from .runctx import RunSpec
 
 QUEUE = "scans"
 TASK_NAME = "netsurvey.scan_shard"

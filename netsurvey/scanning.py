@@ -363,7 +363,7 @@ class Scanner(ABC):
             for w in workers:
                 w.cancel()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract: a scanner holding nothing to release keeps it
         """Release sockets, flush writers."""
 
 

@@ -49,7 +49,7 @@ def up(config: Optional[Path] = _CONFIG_OPT) -> None:
 
         err.print(f"netsurvey: error: testbed up failed: {exc}")
         down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
 
 
 @testbed_app.command("status")
@@ -120,7 +120,7 @@ def timing_up(config: Optional[Path] = _CONFIG_OPT) -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: timing testbed up failed: {exc}")
         timing.down(tb.cfg, log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 
@@ -169,7 +169,7 @@ def zoo_dns_up() -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: zoo-dns testbed up failed: {exc}")
         zoo_dns.down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 
@@ -215,7 +215,7 @@ def zoo_quic_up() -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: QUIC zoo up failed: {exc}")
         zoo_quic.down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 

@@ -264,7 +264,7 @@ class TokenBox:
         self.rotation = rotation
         self.max_age = max_age
 
-    @lru_cache(maxsize=64)
+    @lru_cache(maxsize=64)  # noqa: B019 - one TokenBox per server process (ServerState), kept for its life
     def _aead(self, key_id: int) -> AESGCM:
         info = b"netsurvey quic token key" + key_id.to_bytes(4, "big")
         key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=info).derive(self._secret)

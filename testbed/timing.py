@@ -122,7 +122,7 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     st = {"namespaces": [vns, sns], "procs": [], "complete": False, "layout": LAYOUT}
     _save(st)
     d = _dir()
-    for ns, dev, mine, peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
+    for ns, dev, mine, _peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
                                 (sns, "tms0", (t.server_v4, t.server_v6), (t.vantage_v4, t.vantage_v6))):
         netns.add_netns(ns)
         netns.ip_batch([f"tuntap add dev {dev} mode tun",

@@ -61,7 +61,7 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
     """kdig's text output -> a verdict."""
     st = _STATUS.search(text)
     if not st:
-        err = next((ln.strip(";; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
+        err = next((ln.strip("; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
                    "no reply")
         # kdig 3.x says "response timeout for SERVER" (then "failed to query server", also
         # when the query could not be sent at all): a silent server is a timeout

@@ -152,7 +152,7 @@ def _host_turnover(conn, run_id: int, hostname: Optional[str], address: str, por
     if fresh_at:
         out.first_at, out.last_at = min(fresh_at), max(fresh_at)
     anchor = out.first_at if out.first_at is not None else (conns[0][4] if conns else 0.0)
-    for (cid, purpose, rnd, ok, at, retry, tok_p, tok_age, tik_p, tik_age, resumed, early_sent,
+    for (_cid, purpose, _rnd, ok, _at, retry, tok_p, tok_age, tik_p, tik_age, resumed, early_sent,
          early_ok) in conns:
         if not ok:
             continue

@@ -100,7 +100,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
                          states_peak_per_target=sched.peak_held_target)
         store.flush()
         with _conn(ctx.db) as conn:
-            for (rank, hostname, address, port), h in host_summaries(conn, ctx.run.id, opts.every_s, ok):
+            for (rank, hostname, address, _port), h in host_summaries(conn, ctx.run.id, opts.every_s, ok):
                 store.write_turnover_host((rank, hostname, ipaddress.ip_address(address),
                                            *summarize(h, opts.every_s)))
             store.flush()
