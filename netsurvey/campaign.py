@@ -83,5 +83,6 @@ def start_rounds(db: Database, entry: "ScheduleEntry") -> int:
     from .jobs import parse_duration
     from .measure import parse_spec_argv
 
+    assert entry.interval is not None   # ScheduleEntry's validator: rounds come with an interval
     return start_campaign(db, parse_spec_argv(entry.command), entry.shards, entry.rounds,
                           parse_duration(entry.interval), note=entry.name)

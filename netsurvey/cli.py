@@ -186,7 +186,7 @@ def targets_import(
 def targets_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Imported lists with their sizes."""
     with state.database(create=False).connect() as conn:
-        if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:
+        if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:  # type: ignore[index]  # one row
             rows = []
         else:
             rows = conn.execute("SELECT id, name, list_date, n_targets, n_bad_lines, n_duplicates, source "
@@ -353,9 +353,9 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", he
     from .jobs import load_schedule, next_due
 
     entries = load_schedule(schedule)
-    rows = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
+    rows: list[dict] = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
              "interval": e.interval, "shards": e.shards,
-             "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]
+             "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]  # type: ignore[union-attr]  # cron: due
     if as_json:
         print(json.dumps(rows))
         return

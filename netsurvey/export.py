@@ -270,7 +270,7 @@ def run_row(conn: psycopg.Connection, run_id: int) -> dict | None:
     row = cur.fetchone()
     if row is None:
         return None
-    return {d.name: _iso(v) for d, v in zip(cur.description, row)}
+    return {d.name: _iso(v) for d, v in zip(cur.description, row)}  # type: ignore[arg-type]  # a row came: described
 
 
 def target_list_of(conn: psycopg.Connection, run: dict) -> dict | None:
@@ -287,7 +287,7 @@ def target_list_of(conn: psycopg.Connection, run: dict) -> dict | None:
     row = cur.fetchone()
     if row is None:
         return {"name": name, "id": None, "note": "no import of this list older than the run is in the database"}
-    out = {d.name: _iso(v) for d, v in zip(cur.description, row)}
+    out = {d.name: _iso(v) for d, v in zip(cur.description, row)}  # type: ignore[arg-type]  # a row came: described
     out["top"] = params.get("top")
     return out
 
@@ -307,7 +307,7 @@ def exporter_versions(conn: psycopg.Connection, fmt: str) -> dict:
 
     out = {"netsurvey": metadata.version("netsurvey"), "git_commit": _git_commit(),
            "python": platform.python_version(), "psycopg": psycopg.__version__,
-           "postgresql": conn.execute("SHOW server_version").fetchone()[0],
+           "postgresql": conn.execute("SHOW server_version").fetchone()[0],  # type: ignore[index]  # one row
            "schema_migrations": [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]}
     if fmt == "parquet":
         import pyarrow
@@ -374,7 +374,7 @@ def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Seque
         jobs: list[tuple[str, sql.Composable]] = [
             (t, sql.SQL("run_id = {}").format(sql.Literal(run_id))) for t in chosen]
         if not tables and tlist and tlist.get("id") is not None:
-            where = sql.SQL("list_id = {}").format(sql.Literal(tlist["id"]))
+            where: sql.Composable = sql.SQL("list_id = {}").format(sql.Literal(tlist["id"]))
             if isinstance(tlist.get("top"), int):
                 where = sql.SQL("{} AND rank <= {}").format(where, sql.Literal(tlist["top"]))
             jobs.append(("target", where))

@@ -76,7 +76,7 @@ def row_id(dsn: str) -> int:
     global _row_id
     if _row_id is None:
         _row_id = connection(dsn).execute(
-            "SELECT nextval(pg_get_serial_sequence('job_shard', 'id'))").fetchone()[0]
+            "SELECT nextval(pg_get_serial_sequence('job_shard', 'id'))").fetchone()[0]  # type: ignore[index]  # one row
     return _row_id
 
 
