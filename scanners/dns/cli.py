@@ -104,12 +104,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--edns-payload must be 0 or 512..65535")
         res = parse_server(resolver) if resolver else (None if nameserver else default_resolver())
         ns = parse_server(nameserver) if nameserver else None
-        _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])
+        _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])  # type: ignore[index]  # one is set
         eng = _engine_options(ns_qps, retries, timeout)
         targets = _targets(list_name, top, names)
         opts = TtlOptions(resolver=res, nameserver=ns, family=family, qtypes=types,
                           edns_payload=edns_payload or None, engine=eng)
-        params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),
+        params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),  # type: ignore[arg-type]  # --resolver: parsed
                   "nameserver": ns and list(ns), "family": family, "types": list(types), "edns_payload": edns_payload,
                   "concurrency": concurrency, "rate": rate, "ns_qps": ns_qps, "retries": retries, "timeout": timeout}
         sc = TtlScanner()
@@ -174,7 +174,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from .zdns_backend import ZdnsEcsScanner, zdns_version
 
             params["zdns"] = zdns_version()
-            sc = ZdnsEcsScanner()
+            sc: EcsScanner = ZdnsEcsScanner()
         else:
             sc = EcsScanner()
         res_json = _execute("dns-ecs", sc, opts, targets, params,

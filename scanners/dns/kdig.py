@@ -76,7 +76,7 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
         if len(f) == 5 and f[0].lower() == owner and f[2] == "IN" and f[3] == qtype and not ln.startswith(";"):
             rrs.append((int(f[1]), f[4]))
     return KdigVerdict("success", rcode=st.group(1), authoritative=("aa" in fl.group(1).split()) if fl else None,
-                       truncated=bool(fl) and "tc" in fl.group(1).split(),
+                       truncated=fl is not None and "tc" in fl.group(1).split(),
                        ttl=min(t for t, _ in rrs) if rrs else None, answers=tuple(sorted(v for _, v in rrs)),
                        authority_count=int(fl.group(3)) if fl else None,
                        ecs_address=ecs.group(1) if ecs else None, source_prefix=int(ecs.group(2)) if ecs else None,
