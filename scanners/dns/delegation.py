@@ -242,5 +242,5 @@ class DelegationWalker:
             ex = await self.engine.query(*self.resolver, build_query(ns_name, rtype, rd=True))
             self.walk_queries += 1
             if ex.outcome == "reply" and ex.reply.rcode == 0:  # type: ignore[union-attr]  # 'reply': reply set
-                out += [rr.value for rr in ex.reply.answer if rr.rtype == rtype]  # type: ignore[union-attr]
+                out += [rr.value for rr in ex.reply.answer if rr.rtype == rtype]  # type: ignore[union-attr]  # (as above)
         return tuple(out)

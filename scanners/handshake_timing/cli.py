@@ -48,6 +48,7 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
         raise UsageError("give --list NAME or at least one --target ADDRESS or HOST=ADDRESS")
     if top is not None and not list_name:
         raise UsageError("--top needs --list")
+    names: list[tuple[Optional[int], str]]
     fixed, names = [], []
     for spec in specs:
         host, eq, addr = spec.partition("=")

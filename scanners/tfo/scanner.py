@@ -115,13 +115,13 @@ class TfoScanner(Scanner):
                 if key in previous:
                     known.append(k)
                     continue
-                i = slot.setdefault(key, len(slot))
+                i = slot.setdefault(key, len(slot))  # type: ignore[arg-type]  # resolved targets: an address
                 if i == len(names):
                     names.append([])
                 names[i].append(k)
             for k in known:
                 t = chunk[k]
-                reply, err = previous[(t.address, t.port)]
+                reply, err = previous[(t.address, t.port)]  # type: ignore[index]  # (as above)
                 yield classify(t, reply, err)
             raw = [RawTarget(a, p) for a, p in slot]
             del slot

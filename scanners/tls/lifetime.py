@@ -131,7 +131,7 @@ class LifetimeProbe(PacedHandshakes):
                 return
             r = await self._hs(t, self.contexts[(version, mech)], session=h.session)
             real_age = (time.monotonic() - h.completed_at) if r.completed_at is None else (  # type: ignore[operator]  # (as above)
-                r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)  # type: ignore[operator]
+                r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)  # type: ignore[operator]  # (as above)
             self._attempt(t, mech, version, round(real_age, 3), r, 0, self._key(h) if mech == "ticket" else None)
             if r.ok and not r.resumed:
                 refused.set()

@@ -68,7 +68,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             client = shutil.which("gnutls-cli")
             if client is None:
                 raise UsageError("gnutls-cli not found (Debian gnutls-bin; scripts/install.sh installs it)")
-        others = ()
+        others: tuple[tuple[str, str, str], ...] = ()
         if "testssl" in clients:
             exe = shutil.which("testssl") or shutil.which("testssl.sh")
             if exe is None:
