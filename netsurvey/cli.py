@@ -353,7 +353,8 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", he
     from .jobs import load_schedule, next_due
 
     entries = load_schedule(schedule)
-    rows: list[dict] = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
+    rows: list[dict]   # dicts of mixed value types
+    rows = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
              "interval": e.interval, "shards": e.shards,
              "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]  # type: ignore[union-attr]  # cron: due
     if as_json:

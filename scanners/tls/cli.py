@@ -223,7 +223,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError(f"--concurrency: must be at least 1 (got {concurrency})")
         group_map = read_groups(groups) if groups else None
         if group_map is not None:
-            hosts: list[tuple[Optional[int], str, Optional[str]]] = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
+            hosts: list[tuple[Optional[int], str, Optional[str]]]
+            hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
         else:
             hosts = _hosts(list_name, top, target)
         opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls), shard=(i, n),
