@@ -26,7 +26,8 @@ demo: install
 	$(PY) -m netsurvey.cli demo
 
 # CI's command. Tests marked `slow` (long rehearsals, bisections, scale runs, the fresh
-# install) are left to `make test-slow`.
+# install) are left to `make test-slow`. Lint (ruff) and types (mypy) run inside it too:
+# tests/test_lint.py, configured in pyproject.toml; both must report nothing.
 test: install
 	$(PY) -m pytest -q -m "not slow" --durations=30 $(PYTEST_ARGS)
 

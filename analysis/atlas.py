@@ -3,10 +3,10 @@ the views atlas_resolver_rtt / atlas_rtt_triplet (schema/0006_atlas.sql), comput
 PostgreSQL by analysis.engine."""
 from __future__ import annotations
 
+from . import thesis_overlay
 from .engine import cdf, percentiles
 from .figures import FigureContext, figure
 from .style import new_figure, step_cdf
-from . import thesis_overlay
 
 _GROUPS = ("all", "same AS", "other AS")
 _METRICS = (("rtt_direct_ms", "RTT_direct", "-"), ("rtt_server_ms", "RTT_Server", "--"),

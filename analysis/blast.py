@@ -30,7 +30,6 @@ from psycopg import sql
 
 from .engine import cdf
 from .figures import FigureContext, figure
-from .style import new_figure
 
 CATEGORIES = ["queue_ms", "connection_ms", "server_wait_ms", "transfer_ms"]
 LABELS = {"queue_ms": "queue wait", "connection_ms": "connection + TLS", "server_wait_ms": "server wait",
@@ -85,7 +84,7 @@ def load_breakdown(ctx: FigureContext) -> None:
     rows = []
     for b, n, *vals, total in res:
         rows.append(("resource", b, n, *[round(v, 3) for v in vals], None, round(total, 3)))
-    for b, n, *vals, unc, end, plt in pages:
+    for b, n, *vals, unc, end, _plt in pages:
         rows.append(("page", b, n, *[round(v, 3) for v in vals], round(unc, 3), round(end, 3)))
     ctx.write_csv(["level", "browser", "n", *CATEGORIES, "uncategorized_ms", "mean_total_ms"], rows)
 
@@ -99,7 +98,7 @@ def load_breakdown(ctx: FigureContext) -> None:
         rest = blast["total"] - sum(stated.values())
         bars.append(("BLAST Fig 2\n(pipeline, Tor)", {**stated, "unstated": rest}, blast["total"], "s"))
         keys = CATEGORIES + (["uncategorized_ms"] if level == "page" else []) + ["unstated"]
-        for x, (label, parts, total, unit) in enumerate(bars):
+        for x, (_label, parts, total, unit) in enumerate(bars):
             bottom = 0.0
             for k in keys:
                 v = parts.get(k) or 0.0
@@ -154,7 +153,7 @@ def queue_wait_cdf(ctx: FigureContext) -> None:
     ok, bad = _excluded(ctx, runs)
     ctx.sample(bad, "resources left out: events out of order (timing of an earlier load)")
     with ctx.db.connect() as conn:
-        for b, n, zero, half, one in conn.execute(
+        for b, _n, zero, half, one in conn.execute(
                 "SELECT browser, count(*), avg((queue_ms < 1)::int), avg((queue_ms > 500)::int),"
                 " avg((queue_ms > 1000)::int) FROM blast_resource_time WHERE run_id = ANY(%s) AND events_ordered"
                 " GROUP BY 1 ORDER BY 1", (list(runs),)):
@@ -281,8 +280,7 @@ def sweeps(ctx: FigureContext) -> None:
     over the RTT at 164 kB/s (b), 100 points each."""
     import matplotlib.pyplot as plt
 
-    from .models.pageload import BLAST_BASELINE
-    from .models.pageload import PageOptions as _PO
+    from .models.pageload import BLAST_BASELINE, PageOptions as _PO
 
     def PageOptions(**kw):  # noqa: N802 - every sweep point on BLAST's baseline browser
         return _PO(features=BLAST_BASELINE, **kw)

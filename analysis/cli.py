@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from netsurvey.options import json_option, out_option
 
 from netsurvey.errors import UsageError
+from netsurvey.options import json_option, out_option
 
 simulate_app = typer.Typer(no_args_is_help=True, help="Simulation models (thesis and BLAST); print JSON. "
                            "Each reads --input FILE (formats: analysis/README.md) or the database's model_* views.")
@@ -319,7 +319,6 @@ def demo_steps():
 
 def _register_plot(app: typer.Typer) -> None:
     import json
-    from typing import Optional
 
     from rich.console import Console
     from rich.table import Table

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from analysis import thesis_overlay
 from analysis.engine import cdf
 from analysis.figures import FigureContext, figure
-from analysis import thesis_overlay
 from analysis.style import new_figure, step_cdf
 
 

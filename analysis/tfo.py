@@ -2,8 +2,8 @@
 Fig 3.2 and Fig 3.3."""
 from __future__ import annotations
 
-from .figures import FigureContext, figure
 from . import thesis_overlay
+from .figures import FigureContext, figure
 from .style import new_figure
 from .thesis_reference import for_figure
 

@@ -18,9 +18,9 @@ height of a CDF step) go to the CSV and the report only.
 """
 from __future__ import annotations
 
-from psycopg import sql
-
 from typing import Any, Callable, Optional, Sequence
+
+from psycopg import sql
 
 from .thesis_reference import Ref, for_figure
 

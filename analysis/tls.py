@@ -235,7 +235,7 @@ def _documented() -> dict:
     """hostname -> ground-truth facts of the testbed zoo (static data in testbed/zoo.py: the
     implementation's documented or source default, with its citation); {} without it."""
     try:
-        from testbed.zoo import HOSTS, _FACTS
+        from testbed.zoo import _FACTS, HOSTS
     except ImportError:
         return {}
     out = {h.hostname: _FACTS[h.label] for h in HOSTS}

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from netsurvey.options import json_option, port_option, timeout_option
 from rich.console import Console
 
 from netsurvey.clictx import migrated_db, open_scan, state
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement, run_path
+from netsurvey.options import json_option, port_option, timeout_option
 
 atlas_app = typer.Typer(no_args_is_help=True,
                         help="RIPE Atlas: resolver RTT campaign (thesis 2.4.1, 9.4.2).")

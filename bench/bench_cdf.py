@@ -8,7 +8,6 @@ memory of the Python process (tracemalloc peak of Python allocations; RSS growth
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import time
 import tracemalloc

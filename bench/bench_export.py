@@ -3,10 +3,18 @@ against the command's start-up alone (a temporary embedded PostgreSQL; nothing e
 
     python3 bench/bench_export.py 1000000 [csv jsonl parquet]
 """
-import os, pathlib, shutil, subprocess, sys, tempfile, time
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from tests.conftest import _create_database
 from netsurvey.db import Database, stop_embedded
+from tests.conftest import _create_database
+
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 root = pathlib.Path(tempfile.mkdtemp(prefix="wt22bench-"))
 srv = Database.resolve(None, root / "pgdata")

@@ -30,9 +30,9 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import ssl
 import statistics
-import signal
 import subprocess
 import sys
 import tempfile

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from netsurvey.gotools import find_tool  # noqa: E402
 from scanners.tls.engine import handshake, make_context  # noqa: E402
 from scanners.tls.tls13 import KeyLog  # noqa: E402
-from netsurvey.gotools import find_tool  # noqa: E402
 from scanners.tls.zgrab import zgrab_argv  # noqa: E402
 
 

@@ -71,7 +71,7 @@ def bench_tfo_probe(server: str, n: int) -> None:
     from netsurvey.db import migration_files
 
     results = []
-    for attempt in range(2):
+    for _attempt in range(2):
         for label, upto in [("tfo_probe, plain table (migrations < 0150)", "0150"),
                             ("tfo_probe, partition per run (0150)", "9999")]:
             name = "bench_" + uuid.uuid4().hex[:8]

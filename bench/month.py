@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
-from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
 
 from netsurvey.db import Database, stop_embedded  # noqa: E402
 

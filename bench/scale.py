@@ -170,9 +170,8 @@ def start_nginx(work: Path) -> subprocess.Popen:
     every scale.test name fails verification: the 'bad certificate' share), tickets and a
     session cache; bench/lifetime_rehearsal.py's server with a 300 s session lifetime."""
     sys.path.insert(0, str(REPO / "bench"))
-    from lifetime_rehearsal import start_nginx as _start
-
     import lifetime_rehearsal
+    from lifetime_rehearsal import start_nginx as _start
 
     lifetime_rehearsal.PORT = TLS_PORT
     (work / "nginx").mkdir(exist_ok=True)

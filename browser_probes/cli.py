@@ -12,11 +12,10 @@ from typing import List, Optional
 from urllib.parse import urlsplit
 
 import typer
-from netsurvey.options import check_targets, json_option, list_option, top_option
-
-from netsurvey.measure import measurement
 
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+from netsurvey.options import check_targets, json_option, list_option, top_option
 
 TLS_TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
 QUIC_TESTS = ("quic-lifetime", "quic-hint")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .drivers import NO_HTTP3, BrowserOptions, set_clock_offset, start_browser, CLOCK_SETTLE_S
+from .drivers import CLOCK_SETTLE_S, NO_HTTP3, BrowserOptions, set_clock_offset, start_browser
 from .owner import SocketOwners, attribute
 from .tracking import ObserverProcess, Probe, _close_tab, _service_pid, judge
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chromium_log import network_events, resources_from_events
-from .firefox_log import resources_from_bidi
-from .webkit_log import JS_ENTRIES, resources_from_timing
 from .drivers import Browser, BrowserOptions, start_browser
+from .firefox_log import resources_from_bidi
 from .procs import kill_browser
 from .tree import DomainEdge, Resource, domain_tree, longest_new_connection_path, page_load_time_ms, tree_height
+from .webkit_log import JS_ENTRIES, resources_from_timing
 
 
 @dataclass(frozen=True)

@@ -85,9 +85,8 @@ def _dns_seeds() -> list[bytes]:
 
 
 def _quic_seeds() -> list[bytes]:
-    from testbed.hostile import quicbad_replies
-
     from scanners.quic.vn import build_probe
+    from testbed.hostile import quicbad_replies
 
     dcid, scid = bytes(range(8)), bytes(range(8, 16))
     vn = b"\x80" + bytes(4) + bytes([8]) + scid + bytes([8]) + dcid + struct.pack("!II", 1, 0x6B3343CF)

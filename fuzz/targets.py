@@ -256,8 +256,9 @@ def atlas_result_json(data: bytes) -> None:
 
 def target_list(data: bytes) -> None:
     """A user's rank,domain CSV: bad lines are counted, never raised."""
-    from netsurvey.targets import ImportReport, normalize_hostname, parse_lines
     import datetime as dt
+
+    from netsurvey.targets import ImportReport, normalize_hostname, parse_lines
 
     text = data.decode("utf-8", "replace")
     report = ImportReport(None, "fuzz", dt.date(2026, 1, 1))

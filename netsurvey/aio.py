@@ -44,6 +44,7 @@ async def _interruptible(coro: Coroutine[Any, Any, Any]) -> Any:
         return await coro
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
+    assert task is not None   # a coroutine: run by a task
     got: list[int] = []
 
     def on_signal(signum: int) -> None:

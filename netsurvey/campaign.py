@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import TYPE_CHECKING
 
 from .db import Database
 from .errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: .jobs is imported where it is used (start_campaign)
+    from .jobs import ScheduleEntry
 
 #: A campaign of more rounds than this is a typo (10 000 x 5 min is a month).
 MAX_ROUNDS = 10_000
@@ -38,7 +42,6 @@ def start_campaign(db: Database, spec, shards: int, rounds: int, interval_s: flo
     """Queue ``spec`` as one run of ``rounds`` rounds, ``interval_s`` apart (round 1 at
     ``start_at``, default now), each as ``shards`` jobs. Returns the run id."""
     from .jobs import QUEUE, TASK_NAME, _insert_queued_run, ensure_queue_schema, make_app
-
     from .measure import MAX_SHARDS
 
     if not 1 <= shards <= MAX_SHARDS:
@@ -80,5 +83,6 @@ def start_rounds(db: Database, entry: "ScheduleEntry") -> int:
     from .jobs import parse_duration
     from .measure import parse_spec_argv
 
+    assert entry.interval is not None   # ScheduleEntry's validator: rounds come with an interval
     return start_campaign(db, parse_spec_argv(entry.command), entry.shards, entry.rounds,
                           parse_duration(entry.interval), note=entry.name)

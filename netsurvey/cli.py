@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from .options import concurrency_option, json_option, list_option, out_option
 from rich.console import Console
 from rich.table import Table
 
 from .clictx import migrated_db, state
 from .db import stop_embedded
 from .errors import MigrationError, UsageError
+from .options import concurrency_option, json_option, out_option
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Survey the connection state Internet protocols keep (TFO, TLS, QUIC, DNS).")
@@ -188,7 +188,7 @@ def targets_import(
 def targets_list(as_json: bool = json_option(help="Print JSON.")) -> None:
     """Imported lists with their sizes."""
     with state.database(create=False).connect() as conn:
-        if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:
+        if not conn.execute("SELECT to_regclass('target_list') IS NOT NULL").fetchone()[0]:  # type: ignore[index]  # one row
             rows = []
         else:
             rows = conn.execute("SELECT id, name, list_date, n_targets, n_bad_lines, n_duplicates, source "
@@ -355,9 +355,10 @@ def schedule_list(schedule: Optional[Path] = typer.Option(None, "--schedule", di
     from .jobs import load_schedule, next_due
 
     entries = load_schedule(schedule)
+    rows: list[dict]   # dicts of mixed value types
     rows = [{"name": e.name, "command": " ".join(e.command), "cron": e.cron, "rounds": e.rounds,
              "interval": e.interval, "shards": e.shards,
-             "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]
+             "next_due": (next_due(e).isoformat() if e.cron else "on 'schedule start'")} for e in entries]  # type: ignore[union-attr]  # cron: due
     if as_json:
         print(json.dumps(rows))
         return

@@ -9,7 +9,7 @@ import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -81,7 +81,10 @@ class SurveyConfig(_Strict):
     vantage_name: Optional[str] = None
 
 
-def finite(value: float, option: str, *, positive: bool = False, minimum: float | None = None) -> float:
+_OptFloat = TypeVar("_OptFloat", bound=Optional[float])
+
+
+def finite(value: _OptFloat, option: str, *, positive: bool = False, minimum: float | None = None) -> _OptFloat:
     """``value`` if it is a finite number (and > 0 with ``positive``, >= ``minimum``);
     else a UsageError naming ``option``. Call sites: ``rate = finite(rate, "--rate", positive=True)``."""
     import math

@@ -34,7 +34,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Optional, Sequence
+from typing import IO, Any, Generator, Iterable, Optional, Sequence
 
 from .errors import UsageError
 
@@ -144,7 +144,7 @@ def _describe(conn, query: str) -> list[str] | None:
     return [d.fname(i).decode() for i in range(d.nfields)] if d.nfields else None
 
 
-def stream(cur, query: str) -> tuple[list[str], Iterator[tuple]]:
+def stream(cur, query: str) -> tuple[list[str], Generator[tuple, None, None]]:
     """Start ``query`` on ``cur`` and return (column names, row iterator). The query is
     sent with the extended protocol (one statement only). Errors raise UsageError."""
     import psycopg
@@ -155,6 +155,7 @@ def stream(cur, query: str) -> tuple[list[str], Iterator[tuple]]:
         first = next(it, None)
     except psycopg.Error as exc:
         raise UsageError(f"query failed: {(exc.diag.message_primary or str(exc)).strip()}") from None
+    cols: Optional[list[str]]
     if cur.description is not None:
         cols = [d.name for d in cur.description]
     else:   # no row came: a SELECT with an empty result, or a statement without rows
@@ -162,7 +163,7 @@ def stream(cur, query: str) -> tuple[list[str], Iterator[tuple]]:
         if cols is None:
             raise UsageError("query returned no rows (only read-only queries are allowed)")
 
-    def rows() -> Iterator[tuple]:
+    def rows() -> Generator[tuple, None, None]:
         if first is None:
             return
         yield first

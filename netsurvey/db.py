@@ -33,7 +33,7 @@ def mask_dsn(dsn: str) -> str:
     if "://" in dsn:
         masked = re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1****@", dsn)
         return re.sub(r"([?&]password=)[^&]*", r"\1****", masked)
-    return make_conninfo(**{**params, "password": "****"})
+    return make_conninfo("", **{**params, "password": "****"})
 
 
 def check_dsn(dsn: str, source: str = "--dsn") -> str:
@@ -196,14 +196,14 @@ class Database:
     def status(self) -> dict:
         """Server version, applied migrations and row counts of the core tables."""
         with self.connect() as conn:
-            version = conn.execute("SHOW server_version").fetchone()[0]
-            has = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]
+            version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]  # one row
+            has = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]  # type: ignore[index]  # one row
             applied = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")] if has else []
             pending = [p.name for p in migration_files() if p.name not in applied]
             counts = {}
             for table in ("target_list", "target", "scan_run"):
-                if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
-                    counts[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:  # type: ignore[index]  # one row
+                    counts[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # one row
         return {
             "dsn": self.masked_dsn,
             "embedded": self.embedded_dir is not None,

@@ -18,10 +18,9 @@ def vantage_cli_json(state, *args: str, timeout: float = 120) -> dict:
     and return the JSON object of its last output line; raise with the end of stderr if it
     fails. Demo steps of scanners and probes use this to run their commands."""
     import json
+    import os
     import subprocess
     import sys
-
-    import os
 
     inner = [sys.executable, "-m", "netsurvey.cli"]  # the DSN goes by the environment, never argv
     if state.config_path:

@@ -38,7 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .errors import UsageError
 
@@ -90,7 +90,7 @@ def _service_user() -> ServerUser:
                             "--shell", "/usr/sbin/nologin", "--comment", "netsurvey embedded PostgreSQL",
                             SERVICE_USER], capture_output=True, text=True)
         if r.returncode not in (0, 9):  # 9: created meanwhile by another process
-            raise UsageError(f"cannot create the system user {SERVICE_USER!r}: {r.stderr.strip()}")
+            raise UsageError(f"cannot create the system user {SERVICE_USER!r}: {r.stderr.strip()}") from None
         pw = pwd.getpwnam(SERVICE_USER)
     return ServerUser(pw.pw_name, pw.pw_uid, pw.pw_gid)
 
@@ -201,7 +201,7 @@ def _run_as(user: ServerUser, argv: list[str], timeout: float, **kw) -> subproce
     """Run a server binary as ``user``: its own uid and gid, no supplementary groups, a
     minimal environment (no password ever on a command line: there is none)."""
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "HOME": "/nonexistent"}
-    extra = {}
+    extra: dict[str, Any] = {}
     if os.geteuid() == 0 and user.uid != 0:
         extra = dict(user=user.uid, group=user.gid, extra_groups=[])
     return subprocess.run(argv, env=env, cwd="/", stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -427,13 +427,13 @@ def _bootstrap(pm: Postmaster, fresh: bool) -> None:
             has_db = bool(conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone())
             if not fresh and has_db and conn.execute(
                     "SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s, %s)",
-                    (OWNER_ROLE, WRITER_ROLE, READER_ROLE)).fetchone()[0] == 3:
+                    (OWNER_ROLE, WRITER_ROLE, READER_ROLE)).fetchone()[0] == 3:  # type: ignore[index]  # count(*): one row
                 return
             conn.execute(ROLES_SQL)
             conn.execute(REVOKE_SQL)  # template1: every database created later inherits it
             if not has_db:
                 with psycopg.connect(_superuser_conninfo(pm, "postgres"), autocommit=True) as old:
-                    legacy = old.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL").fetchone()[0]
+                    legacy = old.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL").fetchone()[0]  # type: ignore[index]  # one row
                 if legacy:
                     conn.execute(sql.SQL("ALTER DATABASE postgres RENAME TO {}").format(sql.Identifier(DATABASE)))
                     conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(DATABASE),

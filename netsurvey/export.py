@@ -37,11 +37,11 @@ from typing import Any, Iterator, Optional, Sequence
 
 import psycopg
 import typer
-from .options import json_option
 from psycopg import sql
 
 from .db import Database
 from .errors import UsageError
+from .options import json_option
 
 FORMATS = ("jsonl", "parquet", "csv")
 BATCH_ROWS = 10_000
@@ -271,7 +271,7 @@ def run_row(conn: psycopg.Connection, run_id: int) -> dict | None:
     row = cur.fetchone()
     if row is None:
         return None
-    return {d.name: _iso(v) for d, v in zip(cur.description, row)}
+    return {d.name: _iso(v) for d, v in zip(cur.description, row)}  # type: ignore[arg-type]  # a row came: described
 
 
 def target_list_of(conn: psycopg.Connection, run: dict) -> dict | None:
@@ -288,7 +288,7 @@ def target_list_of(conn: psycopg.Connection, run: dict) -> dict | None:
     row = cur.fetchone()
     if row is None:
         return {"name": name, "id": None, "note": "no import of this list older than the run is in the database"}
-    out = {d.name: _iso(v) for d, v in zip(cur.description, row)}
+    out = {d.name: _iso(v) for d, v in zip(cur.description, row)}  # type: ignore[arg-type]  # a row came: described
     out["top"] = params.get("top")
     return out
 
@@ -303,12 +303,12 @@ def _git_commit() -> Optional[str]:
 
 
 def exporter_versions(conn: psycopg.Connection, fmt: str) -> dict:
-    from importlib import metadata
     import platform
+    from importlib import metadata
 
     out = {"netsurvey": metadata.version("netsurvey"), "git_commit": _git_commit(),
            "python": platform.python_version(), "psycopg": psycopg.__version__,
-           "postgresql": conn.execute("SHOW server_version").fetchone()[0],
+           "postgresql": conn.execute("SHOW server_version").fetchone()[0],  # type: ignore[index]  # one row
            "schema_migrations": [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]}
     if fmt == "parquet":
         import pyarrow
@@ -375,7 +375,7 @@ def export_run(db: Database, run_id: int, out_dir: Path, fmt: str, tables: Seque
         jobs: list[tuple[str, sql.Composable]] = [
             (t, sql.SQL("run_id = {}").format(sql.Literal(run_id))) for t in chosen]
         if not tables and tlist and tlist.get("id") is not None:
-            where = sql.SQL("list_id = {}").format(sql.Literal(tlist["id"]))
+            where: sql.Composable = sql.SQL("list_id = {}").format(sql.Literal(tlist["id"]))
             if isinstance(tlist.get("top"), int):
                 where = sql.SQL("{} AND rank <= {}").format(where, sql.Literal(tlist["top"]))
             jobs.append(("target", where))

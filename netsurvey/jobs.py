@@ -26,20 +26,22 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import procrastinate
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from .db import Database
 from .errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: runctx is imported where it is used
+    from .runctx import RunSpec
 
 QUEUE = "scans"
 TASK_NAME = "netsurvey.scan_shard"
@@ -55,6 +57,7 @@ logger = logging.getLogger("netsurvey.jobs")
 
 
 from .durations import parse_duration_s as parse_duration  # noqa: E402 - the one duration rule
+
 
 class ScheduleEntry(BaseModel):
     """A recurring scan: either ``cron`` (5-field cron, UTC) or ``rounds`` x ``interval``."""
@@ -97,7 +100,7 @@ class ScheduleFile(BaseModel):
 def load_schedule(path: Optional[Path] = None) -> list[ScheduleEntry]:
     from .config import load_toml_model
 
-    path = Path(path or os.environ.get("NETSURVEY_SCHEDULE", DEFAULT_SCHEDULE))
+    path = Path(path or os.environ.get("NETSURVEY_SCHEDULE", DEFAULT_SCHEDULE))  # type: ignore[arg-type]  # falls back to DEFAULT_SCHEDULE: never None
     if not path.exists():
         return []
     return load_toml_model(path, ScheduleFile, "schedule file").schedule
@@ -286,7 +289,7 @@ def ensure_queue_schema(db: Database, app: procrastinate.App) -> None:
     """Apply procrastinate's schema once (guarded by an advisory lock)."""
     with db.connect() as conn:
         conn.execute("SELECT pg_advisory_xact_lock(727275)")
-        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:
+        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:  # type: ignore[index]  # one row
             from procrastinate.schema import SchemaManager
 
             conn.execute(SchemaManager.get_schema())
@@ -398,7 +401,7 @@ def run_local(db: Database, spec, procs: int, *, on_shard=None) -> LocalRun:
         with db.connect() as conn:  # shards that never committed: the run cannot finish by itself
             conn.execute("UPDATE scan_run SET status = 'failed', finished_at = clock_timestamp() WHERE id = %s "
                          "AND status IN ('queued', 'running')", (run_id,))
-            status, counts = conn.execute("SELECT status, counts FROM scan_run WHERE id = %s",
+            status, counts = conn.execute("SELECT status, counts FROM scan_run WHERE id = %s",  # type: ignore[misc]  # the run's row
                                           (run_id,)).fetchone()
     return LocalRun(run_id, status, counts or {}, dict(sorted(rcs.items())))
 
@@ -467,7 +470,7 @@ def cancel_run(db: Database, run_id: int) -> int:
                          "AND status IN ('queued', 'running') RETURNING id", (run_id,)).fetchone()
         if r is None:
             raise UsageError(f"run {run_id} is not queued or running")
-        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:
+        if conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL").fetchone()[0]:  # type: ignore[index]  # one row
             return 0
         n = conn.execute("UPDATE procrastinate_jobs SET status = 'cancelled' WHERE status = 'todo' "
                          "AND task_name = %s AND (args->>'run_id')::bigint = %s", (TASK_NAME, run_id)).rowcount
@@ -496,6 +499,7 @@ def submit(m, params: dict, *, shards: Optional[int], procs: Optional[int]) -> N
         run_id = start_spec(state.db, spec, shards)
         typer.echo(f"queued run {run_id}: {shards} shards of '{m.name}'; start workers with 'netsurvey worker'")
         return
+    assert procs is not None   # netsurvey.measure._execute: --shards or --procs is given
     _run_procs(state, spec, procs, as_json=bool(params.get("as_json")))
 
 
@@ -506,8 +510,12 @@ def _run_procs(state, spec: RunSpec, procs: int, *, as_json: bool) -> None:
     from rich.console import Console
 
     err = Console(stderr=True)
-    run = run_local(state.db, spec, procs, on_shard=lambda i, rc: rc == 2 or err.print(
-        f"run: shard {i + 1}/{procs} {'done' if rc == 0 else f'failed (exit {rc})'}"))
+
+    def on_shard(i: int, rc: int) -> None:
+        if rc != 2:
+            err.print(f"run: shard {i + 1}/{procs} {'done' if rc == 0 else f'failed (exit {rc})'}")
+
+    run = run_local(state.db, spec, procs, on_shard=on_shard)
     codes = run.exit_codes
     if codes and all(rc == 2 for rc in codes.values()):
         sys.exit(2)  # bad input: every shard said why

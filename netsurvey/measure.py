@@ -208,7 +208,7 @@ def _to_json(v: Any) -> Any:
 def _from_json(fn: Callable, params: dict[str, Any]) -> dict[str, Any]:
     """Turn a spec's JSON values back into what the function's annotations say."""
     hints = typing.get_type_hints(fn)
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in params.items():
         t = hints.get(k)
         args = typing.get_args(t)

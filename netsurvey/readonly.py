@@ -47,7 +47,7 @@ def connect_reader(db: Database, statement_timeout_s: float) -> psycopg.Connecti
         + ", ".join(f"pg_has_role(current_user, '{r}', 'USAGE')" for r in _DANGEROUS_ROLES)
         + " FROM pg_roles r WHERE r.rolname = current_user").fetchone()
     conn.rollback()
-    user, superuser, *members = row
+    user, superuser, *members = row  # type: ignore[misc]  # the current role's row: always there
     risky = (["superuser"] if superuser else []) + [r for r, m in zip(_DANGEROUS_ROLES, members) if m]
     if risky:
         conn.close()

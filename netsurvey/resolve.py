@@ -63,7 +63,7 @@ def system_resolver(nameservers: Optional[list[str]] = None, option: str = "--na
             check_on_machine(option, ns)
         r.nameservers = nameservers
     else:
-        check_resolvers_on_machine(r.nameservers)
+        check_resolvers_on_machine(r.nameservers)  # type: ignore[arg-type]  # from resolv.conf: addresses (str)
     return r
 
 

@@ -31,7 +31,7 @@ class RunPartition:
 
 def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
     """The partitions holding ``run_id``'s rows (parents listed in run_partitioned)."""
-    if conn.execute("SELECT to_regclass('run_partitioned') IS NULL").fetchone()[0]:
+    if conn.execute("SELECT to_regclass('run_partitioned') IS NULL").fetchone()[0]:  # type: ignore[index]  # one row
         return []
     out = []
     # rows counted through the parent (pruned to the partition): the schema run_partitions
@@ -43,7 +43,7 @@ def run_partitions(conn: psycopg.Connection, run_id: int) -> list[RunPartition]:
                JOIN pg_class c ON c.oid = i.inhrelid
                WHERE c.relnamespace = 'run_partitions'::regnamespace AND c.relname = p.table_name || '_r' || %s
                ORDER BY 1""", (str(run_id),)).fetchall():
-        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),  # type: ignore[index]  # one row
                             (run_id,)).fetchone()[0]
         out.append(RunPartition(table, part, rows, size))
     return out
@@ -88,7 +88,7 @@ def _drop_locked(conn: psycopg.Connection, run_id: int, exported: dict[str, int]
     if row[0] in NOT_ENDED:
         raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
     for table, rows in (exported or {}).items():
-        now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+        now = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),  # type: ignore[index]  # one row
                            (run_id,)).fetchone()[0]
         if now != rows:
             raise UsageError(f"run {run_id}: {table} holds {now} rows, the export wrote {rows}; nothing dropped")
@@ -120,10 +120,10 @@ def archive_run(db: Database, run_id: int, out_dir: Path, fmt: str, drop: bool,
         if drop and row[0] in NOT_ENDED:
             raise UsageError(f"--run: run {run_id} is still {row[0]}; archive it once it ended")
         if drop:   # detaching and dropping partitions is the owner's: refused before anything is written
-            user, owns = conn.execute(
+            user, owns = conn.execute(  # type: ignore[misc]  # an aggregate: one row
                 "SELECT current_user, coalesce(bool_and(pg_has_role(current_user, c.relowner, 'USAGE')), true) "
                 "FROM run_partitioned p JOIN pg_class c ON c.oid = to_regclass(p.table_name)").fetchone() \
-                if conn.execute("SELECT to_regclass('run_partitioned') IS NOT NULL").fetchone()[0] else (None, True)
+                if conn.execute("SELECT to_regclass('run_partitioned') IS NOT NULL").fetchone()[0] else (None, True)  # type: ignore[index]  # one row
             if not owns:
                 raise UsageError(f"--drop: role {user!r} does not own the partitioned tables; archive with the "
                                  "owner's DSN (netsurvey_owner), or without --drop")

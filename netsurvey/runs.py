@@ -142,7 +142,7 @@ def _retake_locks() -> None:
                     conn.close()
                 conn = _liveness[dsn] = psycopg.connect(dsn, autocommit=True)
                 for d, run_id in sorted(_held):
-                    if d == dsn and not conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                    if d == dsn and not conn.execute("SELECT pg_try_advisory_lock(%s, %s)",  # type: ignore[index]  # one row
                                                      (RUN_LIVENESS_KEY, run_id)).fetchone()[0]:
                         print(f"run {run_id}: its liveness lock was lost and another process holds it now "
                               "(a --resume of it elsewhere?)", file=sys.stderr)
@@ -185,7 +185,7 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
             if conn is None or conn.closed:
                 conn = _liveness[db.dsn] = psycopg.connect(db.dsn, autocommit=True)
             try:
-                got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)",  # type: ignore[index]  # one row
                                    (RUN_LIVENESS_KEY, int(run_id))).fetchone()[0]
                 break
             except psycopg.OperationalError:
@@ -194,7 +194,7 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
                     raise
         if got and (db.dsn, int(run_id)) in _held:
             # re-entrant in one session: taken twice here, it would stay held after its one release
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (RUN_LIVENESS_KEY, int(run_id)))  # type: ignore[union-attr]  # connected in the loop
         if got:
             _held.add((db.dsn, int(run_id)))
             if not _watching:
@@ -224,10 +224,9 @@ def hold_run(db: Database, run_id: int, *, resuming: bool = False) -> None:
 
 def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str, ...] = (),
               namespace: Optional[str] = None) -> Run:
-    from . import runctx, shard
+    from . import shard
 
     spec = shard.current()
-    ctx = runctx.current()
     if spec is not None:   # a shard of a queued run: reuse it
         with db.connect() as conn:
             conn.execute("UPDATE scan_run SET status = 'running', parameters = parameters || %s::jsonb, vantage = %s,"
@@ -239,7 +238,7 @@ def start_run(db: Database, kind: str, parameters: dict, *, packages: tuple[str,
         vantage = json.dumps(vantage_description(namespace))   # before the lock: it may look up routes
         with db.connect() as conn:
             conn.execute(NEW_RUN_LOCK)
-            run_id = conn.execute(
+            run_id = conn.execute(  # type: ignore[index]  # INSERT ... RETURNING: one row
                 "INSERT INTO scan_run (kind, parameters, vantage, tool_versions) VALUES (%s,%s,%s,%s) RETURNING id",
                 (kind, json.dumps(parameters, default=str), vantage, json.dumps(tool_versions(*packages))),
             ).fetchone()[0]

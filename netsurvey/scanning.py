@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import enum
 import gc
-from collections import deque
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, ClassVar, Iterable, Iterator, Optional, Sequence
 
@@ -314,11 +314,13 @@ class Scanner(ABC):
 
         failed: list[BaseException] = []  # what a worker could not record (e.g. the limiter failing)
         stopping = False  # set when this generator ends: only then is a worker's cancellation ours
-        busy = self.in_flight = {}  # worker -> the target it is probing (run_scan records them if stopped)
+        busy: dict[int, ScanTarget] = {}  # worker -> the target it is probing (run_scan records them if stopped)
+        self.in_flight = busy
 
         async def worker() -> None:
             nonlocal live
             me = asyncio.current_task()
+            assert me is not None   # ensure_future(worker()): a task
             key = id(me)
             try:
                 for t in it:
@@ -349,7 +351,7 @@ class Scanner(ABC):
                 live -= 1
                 wake.set()
 
-        n = max(1, min(concurrency, len(targets)) if hasattr(targets, "__len__") else concurrency)
+        n = max(1, min(concurrency, len(targets)) if hasattr(targets, "__len__") else concurrency)  # type: ignore[arg-type]  # has __len__
         workers = []
         for _ in range(n):
             live += 1
@@ -369,7 +371,7 @@ class Scanner(ABC):
             for w in workers:
                 w.cancel()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract: a scanner holding nothing to release keeps it
         """Release sockets, flush writers."""
 
 
@@ -411,12 +413,12 @@ async def run_scan(
             else:
                 yield t
 
-    total = len(targets) if hasattr(targets, "__len__") else None
+    total = len(targets) if hasattr(targets, "__len__") else None  # type: ignore[arg-type]  # has __len__
     allowed: Iterable[ScanTarget] = allowed_only()
     if scanner.spread_by_address and getattr(ctx.limiter, "per_destination", None):   # issue 26
         from .spread import WINDOW, interleave_windows
         # a list the caller holds anyway is interleaved whole (as before streams); a stream by windows
-        window = max(1, total) if isinstance(targets, (list, tuple)) else WINDOW
+        window = max(1, len(targets)) if isinstance(targets, (list, tuple)) else WINDOW
         allowed = interleave_windows(allowed, lambda t: t.address, window)
     # a dry run never gets here: open_scan stopped it (netsurvey.measure's run path)
     if not scanner.quiet_gc:

@@ -20,7 +20,6 @@ from typing import Optional
 
 import psycopg
 
-
 from .runctx import ShardSpec, current_shard
 
 __all__ = ["ShardSpec", "ShardConnectionLost", "current", "shard_of", "commit_shard"]
@@ -77,7 +76,7 @@ def row_id(dsn: str) -> int:
     global _row_id
     if _row_id is None:
         _row_id = connection(dsn).execute(
-            "SELECT nextval(pg_get_serial_sequence('job_shard', 'id'))").fetchone()[0]
+            "SELECT nextval(pg_get_serial_sequence('job_shard', 'id'))").fetchone()[0]  # type: ignore[index]  # one row
     return _row_id
 
 

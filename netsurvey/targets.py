@@ -159,6 +159,7 @@ def import_list(
         raise UsageError(f"{path}: not a regular file")
     list_date = list_date or dt.date.today()
     report = ImportReport(list_id=None, name=name, list_date=list_date)
+    stream: io.TextIOBase
     if stdin:   # streamed once; a zip needs seeking, so only plain CSV here
         stream, total = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"), 0
     else:
@@ -197,7 +198,7 @@ def import_list(
                     f"{path}:{first.line_no}: {first.reason} ({report.n_bad} of {report.lines} lines bad,"
                     f" more than {max_bad_share:.1%}); nothing imported"
                 )
-            list_id = conn.execute(
+            list_id = conn.execute(  # type: ignore[index]  # INSERT ... RETURNING: one row
                 "INSERT INTO target_list (name, source, list_date) VALUES (%s, %s, %s) RETURNING id",
                 (name, str(path), list_date),
             ).fetchone()[0]
@@ -268,7 +269,7 @@ class TargetStream:
         if self._len is None:
             sql, args = self._query("count(*)")
             with self.db.connect() as conn:
-                self._len = conn.execute(sql, args).fetchone()[0]
+                self._len = conn.execute(sql, args).fetchone()[0]  # type: ignore[index]  # count(*): one row
         return self._len
 
     def __iter__(self) -> Iterator[Target]:

@@ -202,6 +202,7 @@ class ResultWriter:
             self._conn.close()
         except Exception:
             pass
+        assert self._db is not None   # only a connection it owns (made from its Database) is reconnected
         try:
             self._conn = psycopg.connect(self._db.dsn)
         except psycopg.OperationalError:

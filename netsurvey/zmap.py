@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UsageError
-from .etiquette import TargetPolicy
-
+from .etiquette import IPNetwork, TargetPolicy
 
 #: Runs of zmap tried when it aborts on its constraint_lookup_index assertion.
 ZMAP_ATTEMPTS = 3
@@ -121,7 +120,7 @@ def outside_allowed(net: ipaddress.IPv4Network, allow) -> list[ipaddress.IPv4Net
     return rest
 
 
-def check_discoverable(network: str, policy: TargetPolicy) -> list[ipaddress.IPv4Network]:
+def check_discoverable(network: str, policy: TargetPolicy) -> list[IPNetwork]:
     """The networks zmap must not probe for ``network``; UsageError if that is all of it or
     it is not IPv4 (call it before a run is recorded, so bad input writes nothing)."""
     net = ipaddress.ip_network(network, strict=False)
@@ -149,7 +148,7 @@ def zmap_discover(network: str, port: int, policy: TargetPolicy, *, rate: float,
     zmap = shutil.which("zmap")
     if zmap is None:
         raise UsageError("--zmap: zmap is not installed (scripts/install.sh installs Debian's zmap)")
-    route = route or route_to(net)
+    route = route or route_to(net)  # type: ignore[arg-type]  # IPv4: check_discoverable refused others
     with tempfile.TemporaryDirectory(prefix="netsurvey-zmap-") as d:
         block, out, meta, payload = (Path(d) / n for n in ("block", "out.csv", "meta.json", "payload"))
         _write_networks(block, blocked)

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from netsurvey.options import json_option
 from rich.console import Console
 from rich.table import Table
 
 from netsurvey.errors import UsageError
+from netsurvey.options import json_option
 
 from .model import DEFAULT_TESTBED_CONFIG, load_testbed_config
 
@@ -50,7 +50,7 @@ def up(config: Optional[Path] = _CONFIG_OPT) -> None:
 
         err.print(f"netsurvey: error: testbed up failed: {exc}")
         down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
 
 
 @testbed_app.command("status")
@@ -121,7 +121,7 @@ def timing_up(config: Optional[Path] = _CONFIG_OPT) -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: timing testbed up failed: {exc}")
         timing.down(tb.cfg, log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 
@@ -139,9 +139,8 @@ def timing_down(config: Optional[Path] = _CONFIG_OPT) -> None:
 @timing_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def timing_exec(cmd: List[str] = typer.Argument(..., help="Command to run in the timing vantage namespace.")) -> None:
     """Run CMD in the timing testbed's vantage namespace with the testbed CA trusted."""
-    from .timing import netns_name
-
     from . import netns
+    from .timing import netns_name
 
     tb = _testbed(None, use_running=False)
     ns = netns_name(tb.cfg.timing.vantage_ns)
@@ -171,7 +170,7 @@ def zoo_dns_up() -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: zoo-dns testbed up failed: {exc}")
         zoo_dns.down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 
@@ -217,7 +216,7 @@ def zoo_quic_up() -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: QUIC zoo up failed: {exc}")
         zoo_quic.down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 

@@ -26,8 +26,7 @@ from . import netns
 from .model import TestbedConfig
 from .nginx import certificate_names, render_nginx
 from .pki import ensure_ca, issue_cert
-from .procs import (NETNS_PREFIX, ProcSpec, ProcState, _kill, _wait_ready, netns_name,  # noqa: F401
-                    pid_alive, state_dir)
+from .procs import NETNS_PREFIX, ProcSpec, ProcState, _kill, _wait_ready, netns_name, pid_alive, state_dir  # noqa: F401
 from .tickets import install_keys, key_epoch, key_name
 
 VANTAGE = "vantage"

@@ -17,7 +17,6 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
 DEFAULT_TESTBED_CONFIG = Path(__file__).resolve().parent.parent / "config" / "testbed.toml"
 ALLOWED_V4 = ipaddress.ip_network("198.18.0.0/15")
 ALLOWED_V6 = ipaddress.ip_network("2001:2::/48")

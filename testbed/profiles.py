@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import subprocess
-from pathlib import Path
 from typing import Optional
 
 from . import netns

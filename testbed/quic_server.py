@@ -77,8 +77,7 @@ from aioquic.asyncio.server import QuicServer, _encode_invalid_token_close
 from aioquic.buffer import Buffer
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import HeadersReceived
-from aioquic.quic import connection as _aioquic_connection
-from aioquic.quic import events
+from aioquic.quic import connection as _aioquic_connection, events
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
 from aioquic.quic.connection import MAX_EARLY_DATA, NetworkAddress, QuicConnection
 from aioquic.quic.packet import (
@@ -265,7 +264,7 @@ class TokenBox:
         self.rotation = rotation
         self.max_age = max_age
 
-    @lru_cache(maxsize=64)
+    @lru_cache(maxsize=64)  # noqa: B019 - one TokenBox per server process (ServerState), kept for its life
     def _aead(self, key_id: int) -> AESGCM:
         info = b"netsurvey quic token key" + key_id.to_bytes(4, "big")
         key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=info).derive(self._secret)

@@ -122,7 +122,7 @@ def up(cfg: TestbedConfig, log=print) -> dict:
     st = {"namespaces": [vns, sns], "procs": [], "complete": False, "layout": LAYOUT}
     _save(st)
     d = _dir()
-    for ns, dev, mine, peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
+    for ns, dev, mine, _peer in ((vns, "tmv0", (t.vantage_v4, t.vantage_v6), (t.server_v4, t.server_v6)),
                                 (sns, "tms0", (t.server_v4, t.server_v6), (t.vantage_v4, t.vantage_v6))):
         netns.add_netns(ns)
         netns.ip_batch([f"tuntap add dev {dev} mode tun",
@@ -158,8 +158,8 @@ def up(cfg: TestbedConfig, log=print) -> dict:
 
 
 def _server_specs(cfg: TestbedConfig, d: Path) -> list[ProcSpec]:
-    from .procs import state_dir
     from .pki import issue_cert
+    from .procs import state_dir
     from .quic_server import build_config_json
 
     t = cfg.timing
@@ -283,7 +283,7 @@ def _start(st: dict, spec: ProcSpec) -> None:
     st["procs"].append({"name": spec.name, "namespace": spec.namespace, "pid": p.pid, "argv": spec.argv,
                         "log": str(log)})
     _save(st)
-    from .procs import _wait_ready   # the testbed's readiness check, in our namespace
+    from .procs import _wait_ready  # the testbed's readiness check, in our namespace
 
     _wait_ready(spec, p.pid, spec.ready_timeout_s, netns=spec.namespace)
 

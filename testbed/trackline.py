@@ -44,7 +44,7 @@ LAYOUT = 2   # 2: testbed routes instead of a default route
 
 
 def netns_name(cfg: TestbedConfig) -> str:
-    from .timing import netns_name as tns   # the timing testbed's prefix: a shared rebuild leaves it
+    from .timing import netns_name as tns  # the timing testbed's prefix: a shared rebuild leaves it
 
     return tns(cfg.timing.track_ns)
 

@@ -24,7 +24,7 @@ def up_cmd(err) -> None:
     except Exception as exc:
         err.print(f"netsurvey: error: zoo2 testbed up failed: {exc}")
         zoo2.down(log=lambda m: err.print(m))
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
     print(json.dumps(st, indent=1, default=str))
 
 

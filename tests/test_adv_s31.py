@@ -155,7 +155,7 @@ def test_resolv_conf_naming_a_testbed_resolver(gw_pair, db, tmp_path):
         ("scan", "handshake-timing", "--list", "adv", "--samples", "1", "--timeout", "1"),
         ("browser", "pageload", "--list", "adv", "--browsers", "1", "--page-timeout", "3"))}
     assert sn.to_testbed() == []
-    for name, r in runs.items():
+    for _name, r in runs.items():
         _refused(r, "resolv.conf nameserver 198.18.77.53")
 
 

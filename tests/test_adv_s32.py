@@ -313,7 +313,7 @@ def test_quic_state_counts_addresses_probed(db, testbed, tmp_path):
 
 
 @needs_root()
-def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path):
+def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path):  # noqa: F811 (fixture)
     """resolv.conf naming a testbed resolver this namespace reaches by its default route:
     the hostname scans are refused as bad input - one line, exit 2 - and nothing is written.
     Streamed, the check came only when the first batch was resolved, after the run was

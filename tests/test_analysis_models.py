@@ -3,8 +3,7 @@ hypothesis properties. Pure computation: no database, no network."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from analysis.models.pageload import Features, Page, PageOptions, Resource, Server, pearson, simulate_page
 from analysis.models.quic import OobOptions, RttTriplet, oob_tokens, quicsocks, quicsocks_latency

@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from conftest import run_cli
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis.engine import cdf, percentiles, shares
 from analysis.models.prolongation import ProlongationOptions, drop_table, load_log, prolongation
+from conftest import run_cli
 
 # u1 visits s at 0, 100, 250, 1000; u2 visits x at 500 and y at 400, 450 (sample 0..1000)
 LOG = "user_id,unix_time,hostname\nu1,0,s\nu1,100,s\nu1,250,s\nu1,1000,s\nu2,500,x\nu2,400,y\nu2,450,y\n"

@@ -20,8 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from atlas.asmap import AsnMap, classify, write_ipasn  # noqa: E402
 from atlas.parse import parse_dns, parse_ping  # noqa: E402
-from testbed.atlas_api import (atlas_ground_truth, build_result, load_fixtures,  # noqa: E402
-                               ping_series, target_profile)
+from testbed.atlas_api import atlas_ground_truth, build_result, load_fixtures, ping_series, target_profile  # noqa: E402
 
 KEY_FILE = Path("/run/netsurvey/testbed/atlas-api-key")
 STATE = Path("/run/netsurvey/testbed/atlas")

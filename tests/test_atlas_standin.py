@@ -19,20 +19,26 @@ cousteau = pytest.importorskip("ripe.atlas.cousteau")
 sagan = pytest.importorskip("ripe.atlas.sagan")
 
 import requests  # noqa: E402  (a dependency of cousteau)
-
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
-from ripe.atlas.cousteau import (AtlasCreateRequest, AtlasResultsRequest, AtlasSource,  # noqa: E402
-                                 AtlasStopRequest, Dns, Measurement, Ping, ProbeRequest)
+from ripe.atlas.cousteau import (  # noqa: E402
+    AtlasCreateRequest,
+    AtlasResultsRequest,
+    AtlasSource,
+    AtlasStopRequest,
+    Dns,
+    Measurement,
+    Ping,
+    ProbeRequest,
+)
 from ripe.atlas.sagan import DnsResult, PingResult, Result  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from testbed.atlas_api import (DEFAULT_FIXTURES, atlas_ground_truth, ping_series,  # noqa: E402
-                               target_profile)
+from testbed.atlas_api import DEFAULT_FIXTURES, atlas_ground_truth, ping_series, target_profile  # noqa: E402
 
 KEY = "11111111-2222-3333-4444-555555555555"
 STOP_DELAY = 0.8

@@ -16,12 +16,11 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run_cli
-
 from analysis.figures import render
 from browser_probes.pageload import VisitResult
 from browser_probes.store import VisitStore
 from browser_probes.tree import Resource, domain_tree, page_load_time_ms, tree_height
+from conftest import run_cli
 
 SIZE = 1640          # bytes: 10 ms at BLAST's 164 kB/s
 
@@ -201,7 +200,7 @@ def test_testbed_pages_in_chromium(db, testbed, tmp_path):
     for end, plt, total, hops in pages:
         assert total == pytest.approx(end) and end <= plt and hops >= 2
     assert len(res) >= 6
-    for total, load, conn_ms, reused in res:
+    for total, load, _conn_ms, _reused in res:
         assert total == pytest.approx(load)
     # a new connection costs its TCP + TLS handshake before the first byte is sent
     assert min(c for _, _, c, reused in res if reused is False) > 0

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-
 from testbed import pagegen
 
 

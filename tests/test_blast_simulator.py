@@ -9,8 +9,17 @@ from dataclasses import replace
 
 import pytest
 
-from analysis.models.pageload import (BLAST_BASELINE, FEATURE_STEPS, INDIVIDUAL_STEPS, Features, Page,
-                                      PageOptions, Resource, Server, simulate_page)
+from analysis.models.pageload import (
+    BLAST_BASELINE,
+    FEATURE_STEPS,
+    INDIVIDUAL_STEPS,
+    Features,
+    Page,
+    PageOptions,
+    Resource,
+    Server,
+    simulate_page,
+)
 
 R = 1.0
 

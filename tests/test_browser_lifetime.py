@@ -14,10 +14,9 @@ import sys
 
 import pytest
 
-from conftest import run_cli
-
 from browser_probes.drivers import geckodriver_path
 from browser_probes.lifetime import Bisection, ProbeResult, bisect_lifetime, check_consistent, resolution_s
+from conftest import run_cli
 
 HAVE = {"chromium": os.path.exists("/usr/bin/chromedriver"),
         "webkit": os.path.exists("/usr/bin/WebKitWebDriver") and os.path.exists("/usr/bin/Xvfb"),

@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from conftest import run_cli
-
 from browser_probes.drivers import geckodriver_path
+from conftest import run_cli
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
     not (os.path.exists("/usr/lib/firefox-esr/firefox-esr") and geckodriver_path()),
@@ -58,7 +57,7 @@ def test_firefox_resource_trees_and_hung_visit(db, testbed):
     want |= {(redirect, "https://example.test/")}
     assert {(u, p) for u, p, *_ in rows if not u.endswith("/favicon.ico")} == want
     assert all(h == u.split("/")[2] for u, _, h, *_ in rows)
-    for *_, created, disp, sent, recv, last, failed in rows:      # BLAST events in order where present
+    for *_, created, disp, sent, recv, last, _failed in rows:      # BLAST events in order where present
         seq = [x for x in (created, disp, sent, recv, last) if x is not None]
         assert seq == sorted(seq)
     assert height == 3 and plt is not None and plt > 0

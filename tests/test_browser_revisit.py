@@ -57,7 +57,7 @@ def test_chromium_revisits_resume_and_quic_0rtt_saves_one_rtt(db, timing_lte):
     assert out["link_profile"] == "lte" and out["link_rtt_ms"] == RTT_MS
     rows = _visits(db, out["run_id"])
     assert len(rows) == 2 * 3 * 2 and all(x[9] is None for x in rows), rows
-    for browser, transport, rep, visit, ttfb, proto, resumed, early, rtt, _ in rows:
+    for _browser, transport, rep, visit, ttfb, proto, resumed, early, rtt, _ in rows:
         assert rtt == RTT_MS and ttfb > 0
         # the server's log: the first visit is a full handshake, the revisit resumes
         assert resumed is (visit == "revisit"), (transport, rep, visit, resumed)

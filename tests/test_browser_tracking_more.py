@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from conftest import run_cli
-
 from browser_probes.drivers import geckodriver_path
+from conftest import run_cli
 
 pytestmark = [pytest.mark.root]
 WAIT = 6.0

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from conftest import run_cli
-
 from browser_probes.webkit_log import resources_from_timing
+from conftest import run_cli
 
 HAVE_WEBKIT = os.path.exists("/usr/bin/WebKitWebDriver") and os.path.exists("/usr/bin/Xvfb")
 

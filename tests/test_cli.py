@@ -61,8 +61,8 @@ def test_config_errors_name_file_key_reason(db, tmp_path):
 
 
 def test_sample_config_is_valid_and_complete():
-    from netsurvey.config import SurveyConfig, load_config
     from conftest import REPO
+    from netsurvey.config import SurveyConfig, load_config
 
     cfg = load_config(REPO / "config" / "survey.toml")
     # the sample shows every default; the one setting it changes on purpose: the testbed's
@@ -85,6 +85,7 @@ def test_db_status_json(db):
 def test_demo_on_embedded_database(server_reachable_dir):
     """`netsurvey demo` from a fresh working directory starts its own embedded database."""
     import shutil
+
     from conftest import REPO
 
     tmp_path = server_reachable_dir

@@ -1,10 +1,9 @@
 """Migrations against a real PostgreSQL: fresh, re-run, failing."""
 import shutil
 
-import psycopg
 import pytest
 
-from netsurvey.db import SCHEMA_DIR, migration_files
+from netsurvey.db import migration_files
 from netsurvey.errors import MigrationError
 
 

@@ -102,7 +102,7 @@ def test_per_destination_spacing_survives_a_stalled_event_loop():
 def test_runner_never_hands_blocked_targets_to_scanner(db):
     from netsurvey.config import SurveyConfig
     from netsurvey.runs import start_run
-    from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+    from netsurvey.scanning import ScanContext, Scanner, ScanOutcome, ScanStatus, ScanTarget, run_scan
 
     seen = []
 
@@ -134,7 +134,7 @@ def test_rate_limit_holds_under_any_concurrency(db, concurrency):
     (plus its one-second burst) nor the per-destination rate."""
     from netsurvey.config import SurveyConfig
     from netsurvey.runs import start_run
-    from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+    from netsurvey.scanning import ScanContext, Scanner, ScanOutcome, ScanStatus, ScanTarget, run_scan
 
     sent: list[tuple[float, str]] = []
 

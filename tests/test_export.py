@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-
 from netsurvey.export import export_run, run_tables
 from netsurvey.targets import import_list
 

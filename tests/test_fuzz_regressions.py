@@ -168,7 +168,6 @@ def test_zgrab_ingest_reads_stdin(db):
     """issue 22: `--ingest -` reads the zgrab2 JSON lines from standard input."""
     import os
     import subprocess
-    import sys
 
     from conftest import REPO
 

@@ -100,7 +100,7 @@ def test_quic_scanners_over_hostile_hosts(db, hostile):
     _scan(db, "quic", "--timeout", "2s", "--no-resume", *args, limit_s=40)
     rows = _rows(db, "SELECT hostname, host(address), status, error FROM quic_connection ORDER BY 1")
     assert sorted(r[0] for r in rows) == sorted(hostile[k]["hostname"] for k in hosts), rows
-    for h, a, st, err in rows:
+    for _h, _a, st, err in rows:
         assert st != "success" and (err or st), rows
     _scan(db, "quic-discover", "--timeout", "2s", *args, limit_s=40)
     rows = {h.split(".")[0]: (st, err, vn, ver) for h, st, err, vn, ver in _rows(

@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from conftest import REPO, needs_root, run_cli
 
 pytestmark = needs_root()

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from conftest import _create_database, needs_root, run_cli
-
 from netsurvey.db import Database
 
 pytestmark = [needs_root(), pytest.mark.root, pytest.mark.timeout(300)]

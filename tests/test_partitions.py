@@ -8,14 +8,12 @@ import datetime as dt
 import ipaddress
 import json
 import shutil
-from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from conftest import run_cli
-
-from netsurvey.db import Database, migration_files
+from netsurvey.db import migration_files
 from netsurvey.writer import ResultWriter
 
 PARTITIONED = {"tfo_probe", "tls_handshake", "tls_resumption", "tls_lifetime_event", "quic_connection",

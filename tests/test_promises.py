@@ -153,7 +153,7 @@ CASES: dict[str, Case] = {
                                rate_args=[*_targets(*([f"{h}={a}" for h, a in _SO_HOSTS] * 4)),
                                           "--timeout", "5", "--concurrency", "6"],
                                rate_targets={a for _, a in _SO_HOSTS},
-                               term_args=[*_targets(*(f"a.test=198.18.2.20" for _ in range(40))), "--timeout", "5",
+                               term_args=[*_targets(*("a.test=198.18.2.20" for _ in range(40))), "--timeout", "5",
                                           "--concurrency", "1"]),
     # quic-second-opinion (issue 24): ngtcp2's client, three QUIC connections per target
     "quic-second-opinion": Case(("scan", "quic-second-opinion"), [],

@@ -143,7 +143,7 @@ def _stop_server(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.proc.kill()
         server.proc.wait(5)
-        raise AssertionError("server ignored SIGTERM")
+        raise AssertionError("server ignored SIGTERM") from None
     assert rc == 0, server.proc.stdout.read().decode()
     assert server.events("stopped", pid=server.proc.pid)
 

@@ -11,11 +11,19 @@ import dns.message
 import dns.rcode
 import dns.rrset
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from scanners.dns.wire import (AAAA, A, EcsOption, MalformedReply, build_query, parse_reply, question_of,
-                               reply_question, with_id)
+from scanners.dns.wire import (
+    AAAA,
+    A,
+    EcsOption,
+    MalformedReply,
+    build_query,
+    parse_reply,
+    question_of,
+    reply_question,
+    with_id,
+)
 
 label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12).filter(
     lambda s: not s.startswith("-") and not s.endswith("-"))

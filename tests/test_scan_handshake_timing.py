@@ -105,7 +105,7 @@ def test_measured_savings_match_the_configured_rtt(timing_testbed, db, tmp_path)
     from testbed import timing
 
     cfg, _ = timing_testbed
-    for attempt in range(2):
+    for _attempt in range(2):
         pids = _ensure_lte(cfg)["server_pids"]
         run_id = _scan(db, cfg, tmp_path, "--samples", "7", "--link-rtt-ms", str(RTT_MS),
                        "--server-pid", f"tls={pids['nginx-worker']}", "--server-pid", f"quic={pids['quic']}",

@@ -201,7 +201,7 @@ def test_turnover_lifetimes_and_key_rotation(db, testbed, tmp_path):
     0-RTT acceptance, recovered from 1-second rounds over 42 s (ages within one interval)."""
     gt = _quic_hosts(testbed)
     every, tol, window = 1.0, 0.3, 42.0  # s; tol covers client-side arrival stamps under load
-    for attempt in range(3):  # other sessions may restart the shared testbed; its servers then lose state
+    for _attempt in range(3):  # other sessions may restart the shared testbed; its servers then lose state
         t0 = time.time()
         # --sessions 42: every age in one round (each with a ticket/token of its own), as the thesis
         res = _scan(db, "quic-turnover", *[f"--target={h}" for h in gt], "--every=1s", "--for=42s", "--timeout=0.9s",

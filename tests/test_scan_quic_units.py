@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from netsurvey.errors import UsageError
 from netsurvey.durations import duration_option_s as parse_duration  # the one duration parser
+from netsurvey.errors import UsageError
 from scanners.quic.cli import parse_target
 from scanners.quic.discover import parse_alt_svc
 from scanners.quic.records import RESERVED_VERSION

@@ -11,7 +11,6 @@ import sys
 import textwrap
 import time
 
-import psycopg
 import pytest
 
 from conftest import needs_root, run_cli
@@ -178,7 +177,7 @@ def test_lb_survey_pools_rates_and_resume(db, testbed, tmp_path):
     obs = rows(db, "SELECT hostname, round, host(address), cookie_len FROM tfo_probe WHERE run_id=%s ORDER BY 1, 2", run)
     per_host: dict[str, list[str]] = {}
     always: dict[str, bool] = {}
-    for h, rnd, a, clen in obs:
+    for h, _rnd, a, clen in obs:
         per_host.setdefault(h, []).append(a)
         always[h] = always.get(h, True) and bool(clen)
     assert all(len(v) == rounds for v in per_host.values())       # exactly one row per round, no duplicates
@@ -223,7 +222,7 @@ def test_cookie_reuse_across_addresses(db, testbed, tmp_path):
     v4 = {h["hostname"]: [a for a in h["addresses"] if ":" not in a] for h in multi}
     assert len(got) == sum(len(a) ** 2 for a in v4.values() if len(a) >= 2)   # hosts with one v4 address: no pairs
     own_cookie = {(h, frm): c for h, frm, to, ctl, *_rest, c in got if ctl}
-    for h, frm, to, control, reply, acked, new, cookie in got:
+    for h, frm, to, _control, reply, acked, new, _cookie in got:
         assert reply == "syn-ack"
         # Linux binds cookies to the (client, server) address pair: only the issuing address
         # accepts it, even inside one key group (the testbed's truth)

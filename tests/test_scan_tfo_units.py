@@ -1,17 +1,16 @@
 """TFO packet building/parsing and option handling (no network)."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 
 import pytest
 
-import functools
-
 from netsurvey.durations import duration_option_s
+from netsurvey.errors import UsageError
 from scanners.tfo.engine import PORT_BASE, PORT_RANGE, AddressRange, keyed_hash, probe_fields
 from scanners.tfo.packets import SynTemplate, _sum16, fold, parse_options, syn_options, tfo_option
-from netsurvey.errors import UsageError
 
 #: tfo-lb's --interval: the one duration parser, zero allowed (rounds back to back)
 parse_duration = functools.partial(duration_option_s, option="--interval", allow_zero=True)

@@ -8,12 +8,11 @@ import socket
 import struct
 import sys
 import time
-
-import pytest
 from pathlib import Path
 
-from conftest import needs_root, run_cli
+import pytest
 
+from conftest import needs_root, run_cli
 from scanners.tls.shared import components
 from scanners.tls.wire import parse_new_session_ticket, ticket_format
 

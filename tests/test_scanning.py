@@ -10,7 +10,7 @@ import pytest
 
 from netsurvey.config import SurveyConfig
 from netsurvey.etiquette import RateLimiter, TargetPolicy
-from netsurvey.scanning import ScanContext, ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+from netsurvey.scanning import ScanContext, Scanner, ScanOutcome, ScanStatus, ScanTarget, run_scan
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ database (COMMENT ON), and docs/schema.md is the one `netsurvey db docs` generat
 from __future__ import annotations
 
 from conftest import REPO, run_cli
-
 from netsurvey.schemadoc import missing_comments, render
 
 

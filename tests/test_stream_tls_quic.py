@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import needs_root, run_cli
 from sniffing import Capture
 

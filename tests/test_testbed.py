@@ -3,7 +3,6 @@ namespace (openssl s_client / sess_id, curl, dnspython, the kernel's TFO client,
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys

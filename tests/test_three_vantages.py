@@ -20,8 +20,6 @@ ranks IPv6) in 4 shards. The rows' round and vantage come from their ``shard_id`
 (schema/0115_row_vantage.sql)."""
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import os
 import signal
@@ -203,7 +201,7 @@ def test_three_vantage_campaign_survives_a_killed_vantage(db, tmp_path, three_va
         assert wait_for(lambda: progress(db, run_id)["status"] not in ("queued", "running"), 120), \
             progress(db, run_id)
     finally:
-        for x, w in ws.items():
+        for w in ws.values():
             if w.poll() is None:
                 w.send_signal(signal.SIGTERM)
         for w in ws.values():
@@ -226,7 +224,7 @@ def test_three_vantage_campaign_survives_a_killed_vantage(db, tmp_path, three_va
     assert {r[7] for r in got} == {"success"}
 
     # the database's attribution: the source of the row's family is the named vantage's own
-    for rnd, h, addr, name, s4, s6, *_ in got:
+    for _rnd, h, addr, name, s4, s6, *_ in got:
         v = VANTAGES[name[1]]
         assert addr == address_of(int(h[1:].split(".")[0]))
         assert (s4 if ":" not in addr else s6) == [v["src4"] if ":" not in addr else v["src6"]], (h, name, s4, s6)

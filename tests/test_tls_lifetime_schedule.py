@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root, run_cli
-
 from scanners.tls.schedule import default_slots, next_points
 
 pytestmark = pytest.mark.timeout(240)

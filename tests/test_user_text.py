@@ -73,7 +73,7 @@ def _help_texts(cmd, ctx) -> tuple[str, str]:
 
 
 def command_tree():
-    import netsurvey.cli as cli   # importing it registers every plugin's commands
+    import netsurvey.cli as cli  # importing it registers every plugin's commands
 
     root = typer.main.get_command(cli.app)
     cli._prepare_commands(root)   # as `netsurvey` itself does before it runs

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import time

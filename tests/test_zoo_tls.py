@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from conftest import needs_root, run_cli
-
 from scanners.tls import wire
 
 pytestmark = pytest.mark.timeout(240)

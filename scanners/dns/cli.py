@@ -7,18 +7,15 @@ import json
 from typing import Optional
 
 import typer
-from netsurvey.options import rate_option, concurrency_option, json_option, list_option, timeout_option, top_option
-
-from netsurvey.measure import measurement
 from rich.console import Console
 from rich.table import Table
 
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+from netsurvey.options import concurrency_option, json_option, list_option, rate_option, timeout_option, top_option
 
-from .options import check_allowed as _check_allowed
-from .options import default_resolver, parse_server
-from .options import targets_from_options as _targets
+from .options import check_allowed as _check_allowed, default_resolver, parse_server, targets_from_options as _targets
 
 out = Console()
 
@@ -93,8 +90,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print run id and counts as JSON."),
     ) -> None:
         """Authoritative TTLs of A/AAAA records (thesis 2.4.2, Fig 2.5)."""
-        from .ttl import QTYPES, TtlOptions, TtlScanner
         from .store import ttl_rows
+        from .ttl import QTYPES, TtlOptions, TtlScanner
 
         if family not in ("4", "6", "any"):
             raise UsageError("--family must be 4, 6 or any")
@@ -105,12 +102,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--edns-payload must be 0 or 512..65535")
         res = parse_server(resolver) if resolver else (None if nameserver else default_resolver())
         ns = parse_server(nameserver) if nameserver else None
-        _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])
+        _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])  # type: ignore[index]  # one is set
         eng = _engine_options(ns_qps, retries, timeout)
         targets = _targets(list_name, top, names)
         opts = TtlOptions(resolver=res, nameserver=ns, family=family, qtypes=types,
                           edns_payload=edns_payload or None, engine=eng)
-        params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),
+        params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),  # type: ignore[arg-type]  # --resolver: parsed
                   "nameserver": ns and list(ns), "family": family, "types": list(types), "edns_payload": edns_payload,
                   "concurrency": concurrency, "rate": rate, "ns_qps": ns_qps, "retries": retries, "timeout": timeout}
         sc = TtlScanner()
@@ -175,7 +172,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from .zdns_backend import ZdnsEcsScanner, zdns_version
 
             params["zdns"] = zdns_version()
-            sc = ZdnsEcsScanner()
+            sc: EcsScanner = ZdnsEcsScanner()
         else:
             sc = EcsScanner()
         res_json = _execute("dns-ecs", sc, opts, targets, params,

@@ -117,7 +117,7 @@ class DelegationWalker:
         self._zones: dict[str, asyncio.Future] = {}     # name -> its deepest enclosing zone
         self._referred: dict[str, asyncio.Future] = {}  # zone name -> zone from a referral
         self._addrs: dict[str, asyncio.Future] = {}
-        self._picked: dict[Zone, object] = {}  # zone -> address to ask, or the WalkFailed
+        self._picked: dict[Zone, str | WalkFailed] = {}  # zone -> address to ask, or the WalkFailed
         self.walk_queries = 0
 
     # -------------------------------------------------------------- server choice
@@ -133,7 +133,7 @@ class DelegationWalker:
                 got = self._picked[zone] = exc
         if type(got) is str:
             return got
-        raise WalkFailed(got.outcome, str(got), got.server, got.zone)
+        raise WalkFailed(got.outcome, str(got), got.server, got.zone)  # type: ignore[union-attr]  # not a str: a WalkFailed
 
     def _pick(self, zone: Zone) -> str:
         cands = [a for a in zone.addresses
@@ -174,6 +174,7 @@ class DelegationWalker:
             fail.zone = enclosing.name
             raise fail
         r = ex.reply
+        assert r is not None   # no exchange_failure: a reply
         ref = referral_zone(r)
         if ref is not None:
             if ref != enclosing.name and in_zone(ref, enclosing.name) and in_zone(name, ref):
@@ -206,6 +207,7 @@ class DelegationWalker:
         if fail:
             raise WalkFailed(fail.outcome, f"resolver {self.resolver[0]}: {fail}", fail.server, name)
         r = ex.reply
+        assert r is not None   # no exchange_failure: a reply
         if r.rcode != 0:
             raise WalkFailed("servfail" if r.rcode == 2 else "nxdomain" if r.rcode == 3 else "error",
                              f"resolver: NS {name or '.'}: {r.rcode_text}", self.resolver[0], name)
@@ -239,6 +241,6 @@ class DelegationWalker:
         for rtype in (A, AAAA):
             ex = await self.engine.query(*self.resolver, build_query(ns_name, rtype, rd=True))
             self.walk_queries += 1
-            if ex.outcome == "reply" and ex.reply.rcode == 0:
-                out += [rr.value for rr in ex.reply.answer if rr.rtype == rtype]
+            if ex.outcome == "reply" and ex.reply.rcode == 0:  # type: ignore[union-attr]  # 'reply': reply set
+                out += [rr.value for rr in ex.reply.answer if rr.rtype == rtype]  # type: ignore[union-attr]  # (as above)
         return tuple(out)

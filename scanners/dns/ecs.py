@@ -7,9 +7,9 @@ import asyncio
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import AsyncIterator, Optional, Sequence
+from typing import Any, AsyncIterator, Iterable, Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .engine import EngineOptions, QueryEngine
 from .ttl import QTYPES
@@ -87,12 +87,13 @@ class EcsScanner(Scanner):
 
     name = "dns-ecs"
     quiet_gc = True  # few reference cycles, many long-lived targets
+    options: EcsOptions
 
     def init(self, options: EcsOptions, ctx) -> None:
         super().init(options, ctx)
         self.engine = QueryEngine(options.engine, ctx.limiter)
 
-    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+    async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         await self.engine.start()
         try:
             async for o in super().scan_many(targets, concurrency):
@@ -101,6 +102,7 @@ class EcsScanner(Scanner):
             self.engine.close()
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
+        assert target.hostname is not None   # a survey of names
         name = target.hostname.rstrip(".").lower()
         probes = await asyncio.gather(*(self._probe(name, s) for s in self.options.subnets))
         ok = any(p.outcome in ("answer", "nodata") for p in probes)
@@ -115,11 +117,12 @@ class EcsScanner(Scanner):
         ecs = EcsOption(str(subnet.network_address), subnet.prefixlen)
         wire = build_query(name, QTYPES[self.options.qtype], rd=True, ecs=ecs)
         ex = await self.engine.query(*self.options.resolver, wire)
-        base = dict(subnet=subnet, transport=ex.transport, attempts=ex.attempts, rtt_ms=ex.rtt_ms)
+        base: dict[str, Any] = dict(subnet=subnet, transport=ex.transport, attempts=ex.attempts, rtt_ms=ex.rtt_ms)
         if ex.outcome != "reply":
             return EcsProbe(outcome={"timeout": "timeout", "malformed": "malformed"}.get(ex.outcome, "error"),
                             error=ex.error, **base)
         r = ex.reply
+        assert r is not None   # outcome 'reply': reply set
         e = r.ecs
         base.update(rcode=r.rcode_text, source_prefix=e.source if e else None, scope_prefix=e.scope if e else None,
                     ecs_address=e.address if e else None)

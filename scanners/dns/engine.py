@@ -111,6 +111,14 @@ class _Query:
 
     __slots__ = ("fut", "st", "packet", "question", "sock", "conn", "qid", "sent", "attempts", "rto", "deadline",
                  "state", "rtt")
+    # set when sent and on reply (see __init__); declared here for the type checker only
+    sock: socket.socket
+    conn: bool
+    qid: int
+    sent: float
+    rto: float
+    deadline: float
+    rtt: float
 
     def __init__(self, fut: asyncio.Future, st: "_Server", wire: bytes):
         self.fut = fut
@@ -254,8 +262,8 @@ class QueryEngine:
                 qid = getrandbits(16)
             q.qid = qid
             q.packet = with_id(q.packet, qid)
-            self._rr = i = (self._rr + 1) % len(socks)
-            q.sock = socks[i]
+            self._rr = i = (self._rr + 1) % len(socks)  # type: ignore[arg-type]  # query(): a server without
+            q.sock = socks[i]  # type: ignore[index]  # sockets is answered at once, never queued
             q.conn = st.connected
             q.rto = rto
             q.state = _INFLIGHT
@@ -296,7 +304,7 @@ class QueryEngine:
         """Give a busy server its own connected sockets: send() and recv() skip the address
         handling and route lookup of sendto()/recvfrom() (~2 us a query), and the kernel
         drops datagrams from anyone else."""
-        own = []
+        own: list[socket.socket] = []
         fam = socket.AF_INET6 if ":" in st.host else socket.AF_INET
         for _ in range(max(1, self.o.sockets)):
             try:

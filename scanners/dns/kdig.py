@@ -61,7 +61,7 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
     """kdig's text output -> a verdict."""
     st = _STATUS.search(text)
     if not st:
-        err = next((ln.strip(";; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
+        err = next((ln.strip("; ").strip() for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln),
                    "no reply")
         # kdig 3.x says "response timeout for SERVER" (then "failed to query server", also
         # when the query could not be sent at all): a silent server is a timeout
@@ -76,7 +76,7 @@ def parse(text: str, name: str, qtype: str) -> KdigVerdict:
         if len(f) == 5 and f[0].lower() == owner and f[2] == "IN" and f[3] == qtype and not ln.startswith(";"):
             rrs.append((int(f[1]), f[4]))
     return KdigVerdict("success", rcode=st.group(1), authoritative=("aa" in fl.group(1).split()) if fl else None,
-                       truncated=bool(fl) and "tc" in fl.group(1).split(),
+                       truncated=fl is not None and "tc" in fl.group(1).split(),
                        ttl=min(t for t, _ in rrs) if rrs else None, answers=tuple(sorted(v for _, v in rrs)),
                        authority_count=int(fl.group(3)) if fl else None,
                        ecs_address=ecs.group(1) if ecs else None, source_prefix=int(ecs.group(2)) if ecs else None,
@@ -143,10 +143,10 @@ def register(scan_app) -> None:
     import json
 
     import typer
-    from netsurvey.options import rate_option, json_option, list_option, top_option
 
     from netsurvey.errors import UsageError
     from netsurvey.measure import measurement
+    from netsurvey.options import json_option, list_option, rate_option, top_option
 
     @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",))
     def dns_second_opinion(
@@ -164,9 +164,7 @@ def register(scan_app) -> None:
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
 
-        from .options import check_allowed as _check_allowed
-        from .options import parse_server
-        from .options import targets_from_options as _targets
+        from .options import check_allowed as _check_allowed, parse_server, targets_from_options as _targets
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):

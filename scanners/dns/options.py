@@ -37,7 +37,7 @@ def default_resolver() -> tuple[str, int]:
         ns = []
     if not ns:
         raise UsageError("no resolver configured in /etc/resolv.conf; pass --resolver")
-    return parse_server(ns[0])
+    return parse_server(ns[0])  # type: ignore[arg-type]  # from resolv.conf: an address (str)
 
 
 def targets_from_options(list_name: Optional[str], top: Optional[int], names: list[str]):

@@ -4,9 +4,9 @@ failures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator, NamedTuple, Optional, Sequence
+from typing import AsyncIterator, Iterable, NamedTuple, Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .delegation import DelegationWalker, WalkFailed, Zone, in_zone, parent_name, referral_zone
 from .engine import EngineOptions, Exchange, QueryEngine
@@ -19,7 +19,7 @@ QTYPES = {"A": A, "AAAA": AAAA}
 class TtlOptions:
     """Options of ``scan dns-ttl``.
 
-    :param resolver: (address, port) of the recursive resolver the walk starts from.
+    :param resolver: (address, port) of the recursive resolver the walk starts from (None with ``nameserver``).
     :param nameserver: (address, port) to ask directly, skipping the walk (None = walk).
     :param family: transport to nameservers: '4', '6' or 'any'.
     :param qtypes: record types asked per hostname.
@@ -27,7 +27,7 @@ class TtlOptions:
     :param engine: query engine tuning.
     """
 
-    resolver: tuple[str, int]
+    resolver: Optional[tuple[str, int]]
     nameserver: Optional[tuple[str, int]] = None
     family: str = "any"
     qtypes: tuple[str, ...] = ("A", "AAAA")
@@ -91,7 +91,7 @@ def classify(qtype: str, name: str, ex: Exchange, zone: Optional[str], direct: b
         out = "timeout" if ex.outcome == "timeout" else "malformed" if ex.outcome == "malformed" else "error"
         return TtlProbe(qtype, out, None, None, None, (), None, zone, ex.server, ex.transport, ex.truncated,
                         ex.attempts, ex.rtt_ms, ex.error)
-    r: Reply = ex.reply
+    r: Reply = ex.reply  # type: ignore[assignment]  # outcome 'reply': reply set
     rcode = r.rcode
     aa = bool(r.flags & FLAG_AA)
 
@@ -151,7 +151,7 @@ class TtlScanner(Scanner):
         self.walker = DelegationWalker(self.engine, self.options.resolver, family=self.options.family, port=port,
                                        allowed=self.ctx.policy.reason_blocked)
 
-    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+    async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         await self._start()
         try:
             async for o in super().scan_many(targets, concurrency):
@@ -160,6 +160,7 @@ class TtlScanner(Scanner):
             self.engine.close()
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
+        assert target.hostname is not None   # a survey of names
         name = target.hostname.rstrip(".").lower()
         # one type after the other: hostnames in flight (--concurrency) keep the window full,
         # and a task per type would cost more than it saves
@@ -172,6 +173,7 @@ class TtlScanner(Scanner):
 
     async def _probe(self, name: str, qtype: str) -> TtlProbe:
         wire = build_query(name, QTYPES[qtype], rd=False, edns_payload=self.options.edns_payload)
+        assert self.walker is not None   # made by _start (scan_many)
         try:
             zone = self._direct or await self.walker.zone_of(parent_name(name) if "." in name else name)
             for _ in range(4):
@@ -179,14 +181,14 @@ class TtlScanner(Scanner):
                 ex = await self.engine.query(server, self.walker.port, wire)
                 if self._direct:
                     return classify(qtype, name, ex, None, direct=True)
-                ref = referral_zone(ex.reply) if ex.outcome == "reply" else None
+                ref = referral_zone(ex.reply) if ex.outcome == "reply" else None  # type: ignore[arg-type]  # 'reply': set
                 if ref is None:
                     return classify(qtype, name, ex, zone.name)
                 if ref == zone.name or not in_zone(ref, zone.name) or not in_zone(name, ref):
-                    return TtlProbe(qtype, "lame", rcode=ex.reply.rcode_text, authoritative=False, zone=zone.name,
+                    return TtlProbe(qtype, "lame", rcode=ex.reply.rcode_text, authoritative=False, zone=zone.name,  # type: ignore[union-attr]  # a referral: a reply
                                     nameserver=server, transport=ex.transport, attempts=ex.attempts,
                                     rtt_ms=ex.rtt_ms, error=f"{server} named for {zone.name} refers to {ref}")
-                zone = await self.walker.from_referral(ref, ex.reply)
+                zone = await self.walker.from_referral(ref, ex.reply)  # type: ignore[arg-type]  # (as above)
             return TtlProbe(qtype, "error", zone=zone.name, error="delegation chain too long")
         except WalkFailed as exc:
             return TtlProbe(qtype, exc.outcome, zone=exc.zone, nameserver=exc.server, error=str(exc)[:300])

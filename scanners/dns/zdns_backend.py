@@ -8,7 +8,7 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Iterable
 
 from netsurvey.gotools import require_tool, tool_version
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget
@@ -54,14 +54,14 @@ class ZdnsEcsScanner(EcsScanner):
 
     threads: int = 100
 
-    async def scan_many(self, targets: Sequence[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
+    async def scan_many(self, targets: Iterable[ScanTarget], concurrency: int) -> AsyncIterator[ScanOutcome]:
         o = self.options
         (subnet,) = o.subnets
         host, port = o.resolver
         server = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        by_name = {t.hostname.rstrip(".").lower(): t for t in targets}
+        by_name = {t.hostname.rstrip(".").lower(): t for t in targets}  # type: ignore[union-attr]  # a survey of names
         self.engine.stats = {"sent": 0, "replies": 0, "retransmits": 0, "timeouts": 0, "stray": 0, "mismatched": 0,
-                             "tcp": 0, "window_cuts": 0, "backend": "zdns"}
+                             "tcp": 0, "window_cuts": 0, "backend": "zdns"}  # type: ignore[dict-item]  # names the backend
         with tempfile.NamedTemporaryFile("w", suffix=".txt") as fh:
             fh.write("\n".join(by_name) + "\n")
             fh.flush()
@@ -70,6 +70,7 @@ class ZdnsEcsScanner(EcsScanner):
                 "--threads", str(min(self.threads, concurrency)), "-f", fh.name, "-q", "--retries", str(o.engine.retries),
                 "--network-timeout", str(max(1, round(o.engine.initial_rto))),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+            assert proc.stdout is not None   # a PIPE
             async for line in proc.stdout:
                 try:
                     rec = json.loads(line)
@@ -82,7 +83,7 @@ class ZdnsEcsScanner(EcsScanner):
                 status = ScanStatus.SUCCESS if ok else (ScanStatus.IO_TIMEOUT if p.outcome == "timeout" else
                                                         ScanStatus.RESOLUTION_FAILED if p.outcome == "nxdomain"
                                                         else ScanStatus.APPLICATION_ERROR)
-                yield ScanOutcome(t, status, EcsResult(t.hostname, host, (p,)), None if ok else p.error)
+                yield ScanOutcome(t, status, EcsResult(t.hostname, host, (p,)), None if ok else p.error)  # type: ignore[arg-type]  # a name
             await proc.wait()
         for t in by_name.values():  # zdns printed nothing for these
             yield ScanOutcome(t, ScanStatus.UNKNOWN_ERROR, None, f"zdns exited {proc.returncode} without a result")

@@ -7,11 +7,11 @@ import json
 from typing import List, Optional
 
 import typer
-from netsurvey.options import check_targets, list_option, target_option, timeout_option, top_option
 
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
+from netsurvey.options import check_targets, list_option, target_option, timeout_option, top_option
 
 COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("method", "text"),
            ("sample", "int4"), ("status", "text"), ("error", "text"), ("connect_ms", "float8"),
@@ -46,6 +46,7 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
     from netsurvey.scanning import ScanTarget
 
     check_targets(list_name, top, specs, what="--target ADDRESS or HOST=ADDRESS")
+    names: list[tuple[Optional[int], str]]
     fixed, names = [], []
     for spec in specs:
         host, eq, addr = spec.partition("=")

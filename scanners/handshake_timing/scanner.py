@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 METHODS = ("tcp", "tfo", "tls12_full", "tls12_id", "tls12_ticket", "tls13_full", "tls13_psk", "tls13_0rtt",
            "quic_full", "quic_resumed", "quic_0rtt")
@@ -187,12 +187,12 @@ async def _quic(address: str, port: int, sni: str, timeout_s: float, ticket, ear
     async with connect(address, port, configuration=cfg, create_protocol=Proto,
                        session_ticket_handler=tickets.append, wait_connected=False) as client:
         if early:
-            client.get()  # with the first flight: 0-RTT packets when the ticket allows early data
+            client.get()  # type: ignore[attr-defined]  # a Proto (create_protocol); with the first flight: 0-RTT packets when the ticket allows early data
         else:
             client.transmit()  # wait_connected=False: connect() has not sent the Initial yet
         await asyncio.wait_for(client.wait_connected(), timeout_s)
         if not early:
-            client.get()
+            client.get()  # type: ignore[attr-defined]  # a Proto (create_protocol)
         t_fb = await asyncio.wait_for(first, timeout_s)
         await asyncio.wait_for(done, timeout_s)
         if not tickets:  # the server sends its ticket after the handshake
@@ -232,10 +232,10 @@ class HandshakeTimingScanner(Scanner):
             state = None
             if method != "tcp" and not method.endswith("_full"):
                 await self.ctx.limiter.acquire(addr)
-                state = await asyncio.to_thread(self._prime, method, addr, host, sni)
+                state = await asyncio.to_thread(self._prime, method, addr, host, sni)  # type: ignore[arg-type]  # an address
             await self.ctx.limiter.acquire(addr)
             s0 = _proc_cpu_ms(pid)
-            r = await asyncio.to_thread(self._measure, method, addr, host, sni, state)
+            r = await asyncio.to_thread(self._measure, method, addr, host, sni, state)  # type: ignore[arg-type]  # an address
             s1 = _proc_cpu_ms(pid)
             r.pop("ticket", None)
             return Sample(method, i, True, server_cpu_ms=(s1 - s0) if s0 is not None and s1 is not None else None, **r)
@@ -262,10 +262,10 @@ class HandshakeTimingScanner(Scanner):
                 # else the "ticket" resumption would silently be one by session ID
                 raise RuntimeError("the server issued no session ticket")
             return ctx, r.session
-        r = asyncio.run(_quic(addr, o.quic_port, sni, o.timeout_s, None, False))
-        if r["ticket"] is None:
+        q = asyncio.run(_quic(addr, o.quic_port, sni, o.timeout_s, None, False))
+        if q["ticket"] is None:
             raise RuntimeError("the priming QUIC connection yielded no session ticket")
-        return r["ticket"]
+        return q["ticket"]
 
     def _measure(self, method: str, addr: str, host: str, sni: str, state) -> dict:
         o = self.options
@@ -276,9 +276,9 @@ class HandshakeTimingScanner(Scanner):
             from .ossl import https_get
 
             ctx, sess = state if state else (self._tls_ctx(method), None)
-            r = https_get(ctx, addr, o.tls_port, sni, _request(host), session=sess,
+            h = https_get(ctx, addr, o.tls_port, sni, _request(host), session=sess,
                           early_data=method == "tls13_0rtt", timeout_s=o.timeout_s)
-            return {"connect_ms": r.connect_ms, "handshake_ms": r.handshake_ms, "ttfb_ms": r.ttfb_ms,
-                    "client_cpu_ms": r.client_cpu_ms, "protocol_version": r.version, "resumed": r.resumed,
-                    "early_data": r.early_data}
+            return {"connect_ms": h.connect_ms, "handshake_ms": h.handshake_ms, "ttfb_ms": h.ttfb_ms,
+                    "client_cpu_ms": h.client_cpu_ms, "protocol_version": h.version, "resumed": h.resumed,
+                    "early_data": h.early_data}
         return asyncio.run(_quic(addr, o.quic_port, sni, o.timeout_s, state, method == "quic_0rtt"))

@@ -6,18 +6,27 @@ import ipaddress
 import json
 import logging
 import re
-import sys
 from typing import Optional
 
 import typer
-from netsurvey.options import check_targets, rate_option, concurrency_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
-
-from netsurvey.measure import measurement
 from rich.console import Console
 
-from netsurvey.clictx import list_db, migrated_db, open_scan
-from netsurvey.etiquette import user_agent
+from netsurvey.clictx import list_db, open_scan
 from netsurvey.errors import UsageError
+from netsurvey.etiquette import user_agent
+from netsurvey.measure import measurement
+from netsurvey.options import (
+    check_targets,
+    concurrency_option,
+    duration_option,
+    json_option,
+    list_option,
+    port_option,
+    rate_option,
+    target_option,
+    timeout_option,
+    top_option,
+)
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 
 _TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"
@@ -78,12 +87,12 @@ def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[Scan
     without one fails with the resolver's reason (nxdomain, servfail, timeout, ...)."""
     from netsurvey.resolve import resolve_many
 
-    res = asyncio.run(resolve_many([t.hostname for t in batch]))
+    res = asyncio.run(resolve_many([t.hostname for t in batch]))  # type: ignore[misc]  # a list's names
     out, failed = [], []
     for t in batch:
-        addrs = res[t.hostname].addresses
+        addrs = res[t.hostname].addresses  # type: ignore[index]  # (as above)
         if not addrs:
-            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))
+            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))  # type: ignore[index]  # (as above)
         out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
     return out, failed
 
@@ -205,9 +214,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
                         packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
                         rate_pps=rate if zmap else None)
-        extra = {}
+        extra: dict = {}
         if zmap:
-            targets, extra = _zmap_responders(ctx, cidr, port, ctx.limiter.rate)
+            targets, extra = _zmap_responders(ctx, cidr, port, ctx.limiter.rate)  # type: ignore[arg-type]  # --zmap needs --cidr
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicDiscoverScanner()
         sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)

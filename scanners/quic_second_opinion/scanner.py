@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 CLIENT = "/usr/bin/gtlsclient"
 #: the version the VN probe offers: reserved (RFC 9000 15), so every server answers with VN
@@ -195,7 +195,7 @@ class QuicSecondOpinionScanner(Scanner):
     async def _run(self, t: ScanTarget, extra: list[str]) -> tuple[str, Optional[str]]:
         """One client run; (its log, None) or ('', why it failed to run)."""
         host = t.hostname or t.address
-        uri = f"https://{host}:{t.port}/" if ":" not in host else f"https://[{host}]:{t.port}/"
+        uri = f"https://{host}:{t.port}/" if ":" not in host else f"https://[{host}]:{t.port}/"  # type: ignore[operator]  # a name or an address
         # --no-preferred-addr: by default the client moves to the address a server's
         # preferred_address transport parameter names (RFC 9000 9.6), any address, a blocked
         # one too, unpaced (session-31 adversary: 4 datagrams to a non-target address)

@@ -3,18 +3,16 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from typing import Optional
 
 import typer
-from netsurvey.options import duration_option, rate_option, json_option, list_option, port_option, top_option
-
-from netsurvey.measure import measurement
 from rich.console import Console
 
-from netsurvey.clictx import list_db, migrated_db, open_scan
+from netsurvey.clictx import list_db, open_scan
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+from netsurvey.options import duration_option, json_option, list_option, port_option, rate_option, top_option
 from netsurvey.scanning import ScanTarget
 from netsurvey.targets import select_targets
 
@@ -69,10 +67,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
-        from .scanner import TfoOptions
         from netsurvey.scanning import NameStream
         from netsurvey.targets import stream_targets
 
+        from .scanner import TfoOptions
         from .survey import ResolvingStream, new_seed, support_scan
 
         _check_common(port, rate, cooldown)
@@ -91,12 +89,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if net.num_addresses > 1 << 24:
                 raise UsageError("--cidr: at most a /8 (IPv4) per run")
             targets = [ScanTarget(None, str(a), port) for a in net]
-            failed = []
+            failed: list = []
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
         else:
             db = list_db()   # streamed: read and resolved batch by batch while probing (issue 26)
-            targets = ResolvingStream(NameStream(stream_targets(db, list_name, top), port), port, all_addresses, ns)
+            targets = ResolvingStream(NameStream(stream_targets(db, list_name, top), port), port, all_addresses, ns)  # type: ignore[assignment, arg-type]  # a stream; --list given
             failed = []
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         params = dict(list=list_name, top=top, cidr=cidr, port=port, rate=rate, all_addresses=all_addresses,
@@ -106,10 +104,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if zmap:   # bad input fails before a run is recorded
             from netsurvey.clictx import state
             from netsurvey.etiquette import TargetPolicy
-
             from netsurvey.zmap import check_discoverable
 
-            check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
+            check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))  # type: ignore[arg-type]  # --zmap needs --cidr
         # --rate may only lower etiquette.rate_pps (0 = as fast as the etiquette allows);
         # the engine paces by the run's effective rate (divided among shards)
         ctx = open_scan(params, targets=targets, rate_pps=rate or None)
@@ -118,7 +115,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if zmap:
             from netsurvey.zmap import zmap_discover
 
-            found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)
+            found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)  # type: ignore[arg-type]  # --zmap needs --cidr
             targets = [ScanTarget(None, a, port) for a in found.open]
         counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
                               kernel_sample=kernel_sample, show_progress=not as_json)
@@ -163,8 +160,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             plan = LbPlan(hostnames, p["port"], p["rounds"], p["interval"], tuple(p["nameservers"]) if p["nameservers"] else None)
             from netsurvey.etiquette import check_on_machine
 
-            for ns in plan.nameservers or ():   # recorded where it was reachable; maybe not from here
-                check_on_machine(f"--resume {resume}: the run's --nameserver", ns)
+            for server in plan.nameservers or ():   # recorded where it was reachable; maybe not from here
+                check_on_machine(f"--resume {resume}: the run's --nameserver", server)
             from netsurvey.clictx import state as st
             from netsurvey.etiquette import TargetPolicy, limiter_from_config
             from netsurvey.runctx import is_dry_run
@@ -245,7 +242,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
             represent_cli(db, cookies_from, port, rate, cooldown, seed, as_json, _print)
             return
-        chosen = select_targets(db, list_name, top)
+        chosen = select_targets(db, list_name, top)  # type: ignore[arg-type]  # --list given (no --cookies-from)
         res = asyncio.run(resolve_many([t.hostname for t in chosen], ipv6=ipv6, nameservers=_nameservers(nameserver)))
         addresses = {t.hostname: list(res[t.hostname].addresses) for t in chosen}
         if lb_run is not None:

@@ -34,7 +34,7 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional, Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # no BLAS used; keep its idle threads away
@@ -73,7 +73,7 @@ class RawReply(NamedTuple):
     ``window`` [bytes, unscaled] and the raw TCP ``options`` bytes; ``source`` is the
     reply's source address."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field hides tuple.index(), which nothing calls
     flags: int
     acked_data: int
     window: int
@@ -244,17 +244,17 @@ class _V4Ring:
         self.names = (ctypes.c_char * (16 * n))()
         self.iov = (_Iovec * n)()
         self.msgs = (_Mmsghdr * n)()
-        raw = np.frombuffer(self.pkts, np.uint8).reshape(n, SLOT)
+        raw = np.frombuffer(self.pkts, np.uint8).reshape(n, SLOT)  # type: ignore[call-overload]  # ctypes arrays are buffers
         raw[:, :len(tpl.packet)] = np.frombuffer(tpl.packet, np.uint8)
-        np.frombuffer(self.names, np.uint8).reshape(n, 16)[:, :2] = np.frombuffer(
+        np.frombuffer(self.names, np.uint8).reshape(n, 16)[:, :2] = np.frombuffer(  # type: ignore[call-overload]  # (as above)
             struct.pack("=H", socket.AF_INET), np.uint8)
         pbase, nbase = ctypes.addressof(self.pkts), ctypes.addressof(self.names)
         for i in range(n):
             self.iov[i].base, self.iov[i].len = pbase + i * SLOT, len(tpl.packet)
             h = self.msgs[i].hdr
             h.name, h.namelen, h.iov, h.iovlen = nbase + i * 16, 16, ctypes.addressof(self.iov[i]), 1
-        self.slots = np.frombuffer(self.pkts, _SLOT_DT)
-        self.addr = np.frombuffer(self.names, _NAME4_DT)["addr"]
+        self.slots = np.frombuffer(self.pkts, _SLOT_DT)  # type: ignore[call-overload]  # (as above)
+        self.addr = np.frombuffer(self.names, _NAME4_DT)["addr"]  # type: ignore[call-overload]  # (as above)
 
     def send(self, seed: int, idx: np.ndarray, dst: np.ndarray, dport: np.ndarray) -> list[tuple[int, str]]:
         """Probe ``dst[k]:dport[k]`` as probe ``idx[k]`` (uint64 arrays, at most ``n``)."""
@@ -325,8 +325,8 @@ class _RecvRing:
         for i in range(n):
             self.iov[i].base, self.iov[i].len = base + i * SLOT, SLOT
             self.msgs[i].hdr.iov, self.msgs[i].hdr.iovlen = ctypes.addressof(self.iov[i]), 1
-        self.pkts = np.frombuffer(self.buf, np.uint8).reshape(n, SLOT)
-        self.lens = np.frombuffer(self.msgs, np.uint32).reshape(n, ctypes.sizeof(_Mmsghdr) // 4)[:, _Mmsghdr.len.offset // 4]
+        self.pkts = np.frombuffer(self.buf, np.uint8).reshape(n, SLOT)  # type: ignore[call-overload]  # ctypes arrays are buffers
+        self.lens = np.frombuffer(self.msgs, np.uint32).reshape(n, ctypes.sizeof(_Mmsghdr) // 4)[:, _Mmsghdr.len.offset // 4]  # type: ignore[call-overload]  # (as above)
 
     def recv(self) -> int:
         """Packets read without blocking (0 if none)."""
@@ -379,7 +379,7 @@ def _match_v4(pkts: np.ndarray, lens: np.ndarray, seed: int, n: int, data_lens, 
 
 def _match_v6(s: socket.socket, buf: bytearray, seed: int, n: int, data_lens, seen) -> list[tuple]:
     """Rows of _REPLY_DT for the IPv6 packets waiting on ``s`` (rare: one at a time)."""
-    rows = []
+    rows: list[tuple] = []
     while True:
         try:
             nbytes, addr = s.recvfrom_into(buf)
@@ -771,6 +771,10 @@ class AddressRange:
     network: str
     port: int
     repeat: int = 1
+    if TYPE_CHECKING:   # set by __post_init__ (not fields: no part of init, repr or comparison)
+        _net: ipaddress.IPv4Network | ipaddress.IPv6Network = field(init=False)
+        _base: int = field(init=False)
+        _size: int = field(init=False)
 
     def __post_init__(self):
         net = ipaddress.ip_network(self.network, strict=False)

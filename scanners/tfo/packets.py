@@ -104,6 +104,7 @@ class ParsedOptions:
 
 
 def parse_options(opts: bytes) -> ParsedOptions:
+    others: list[str]
     tfo_kind, cookie, others, i = None, None, [], 0
     while i < len(opts):
         kind = opts[i]

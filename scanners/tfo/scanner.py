@@ -2,11 +2,11 @@
 the raw engine (``scan_many``), classified into a :class:`TfoProbeResult`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import itertools
+from dataclasses import dataclass
 from typing import AsyncIterator, Iterable, Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 from .engine import EngineOptions, RawEngine, RawReply, RawTarget
 from .packets import parse_options
@@ -115,13 +115,13 @@ class TfoScanner(Scanner):
                 if key in previous:
                     known.append(k)
                     continue
-                i = slot.setdefault(key, len(slot))
+                i = slot.setdefault(key, len(slot))  # type: ignore[arg-type]  # resolved targets: an address
                 if i == len(names):
                     names.append([])
                 names[i].append(k)
             for k in known:
                 t = chunk[k]
-                reply, err = previous[(t.address, t.port)]
+                reply, err = previous[(t.address, t.port)]  # type: ignore[index]  # (as above)
                 yield classify(t, reply, err)
             raw = [RawTarget(a, p) for a, p in slot]
             del slot

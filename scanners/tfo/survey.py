@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
-from netsurvey.resolve import resolve_many
 from netsurvey import scanning
+from netsurvey.resolve import resolve_many
 from netsurvey.scanning import ScanContext, ScanOutcome, ScanStatus, ScanTarget, run_scan
 from netsurvey.targets import Target
 from netsurvey.writer import ResultWriter
@@ -52,9 +52,9 @@ class ResolvingStream(scanning.ResolvingStream):
     :class:`~netsurvey.scanning.ResolvingStream`), with TFO's choice of addresses: the first
     A address, or every A and AAAA address (``all_addresses``)."""
 
-    def __init__(self, names: Iterable[Target], port: int, all_addresses: bool,
+    def __init__(self, names: Iterable[ScanTarget], port: int, all_addresses: bool,
                  nameservers: Optional[list[str]] = None):
-        super().__init__(names, lambda batch: resolve_targets(batch, port, all_addresses, nameservers))
+        super().__init__(names, lambda batch: resolve_targets(batch, port, all_addresses, nameservers))  # type: ignore[arg-type]  # the names' ScanTargets: a hostname and rank, as Targets
 
 
 def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget], failed: Sequence[ScanOutcome],
@@ -110,12 +110,12 @@ def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarge
     if sample:
         with ResultWriter(ctx.db, "tfo_kernel_check", KERNEL_COLUMNS, types=KERNEL_TYPES) as w:
             for o in sample:
-                k = kernel_check.check(o.target.address, o.target.port)
-                w.write((ctx.run.id, o.target.hostname, ipaddress.ip_address(o.target.address), o.target.port,
+                k = kernel_check.check(o.target.address, o.target.port)  # type: ignore[arg-type]  # a probed target: an address
+                w.write((ctx.run.id, o.target.hostname, ipaddress.ip_address(o.target.address), o.target.port,  # type: ignore[arg-type]  # (as above)
                          o.result.cookie, k.kernel_cookie, k.syn_data_acked, k.error))
         counts["kernel_checked"] = len(sample)
     with ctx.db.connect() as conn:
-        counts["tfo"] = conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id=%s AND round=%s AND cookie_len > 0",
+        counts["tfo"] = conn.execute("SELECT count(*) FROM tfo_probe WHERE run_id=%s AND round=%s AND cookie_len > 0",  # type: ignore[index]  # one row
                                      (ctx.run.id, rnd)).fetchone()[0]
     return counts
 
@@ -136,7 +136,7 @@ class LbPlan:
 def rounds_done(ctx: ScanContext) -> int:
     with ctx.db.connect() as conn:
         row = conn.execute("SELECT (counts->>'rounds_done')::int FROM scan_run WHERE id=%s", (ctx.run.id,)).fetchone()
-    return row[0] or 0
+    return row[0] or 0  # type: ignore[index]  # the run's row
 
 
 def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress: bool = True,
@@ -156,7 +156,7 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
     if not sharded:
         with ctx.db.connect() as conn:
             conn.execute("DELETE FROM tfo_probe WHERE run_id=%s AND round > %s", (ctx.run.id, done))
-            last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",
+            last = conn.execute("SELECT extract(epoch FROM max(probed_at)) FROM tfo_probe WHERE run_id=%s",  # type: ignore[index]  # one row
                                 (ctx.run.id,)).fetchone()[0]
     counts: dict[str, int] = {}
     next_start = (float(last) + plan.interval) if last is not None else time.time()

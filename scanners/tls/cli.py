@@ -7,11 +7,21 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from netsurvey.options import check_targets, concurrency_option, deadline_option, duration_option, json_option, list_option, port_option, target_option, timeout_option, top_option
-
-from netsurvey.measure import measurement
 
 from netsurvey.errors import UsageError
+from netsurvey.measure import measurement
+from netsurvey.options import (
+    check_targets,
+    concurrency_option,
+    deadline_option,
+    duration_option,
+    json_option,
+    list_option,
+    port_option,
+    target_option,
+    timeout_option,
+    top_option,
+)
 
 from .results import VERSIONS
 
@@ -105,8 +115,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print a JSON summary."),
     ):
         """TLS handshake survey: session IDs, tickets (key_name, lifetime), certificates (Fig 4.5-4.7, 4.10)."""
-        from .run import run_survey
         from .results import TlsOptions
+        from .run import run_survey
 
         versions = _versions(tls)
         if tls13_request not in ("HEAD", "GET"):
@@ -197,6 +207,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--family must be 4 or 6")
         group_map = read_groups(groups) if groups else None
         if group_map is not None:
+            hosts: list[tuple[Optional[int], str, Optional[str]]]
             hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
         else:
             hosts = _hosts(list_name, top, target)

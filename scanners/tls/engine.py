@@ -26,8 +26,17 @@ from netsurvey.scanning import ScanStatus
 from .results import TicketInfo
 from .sessions import StoredSession, put as put_session, take as take_session
 from .tls13 import KeyLog, post_handshake_tickets
-from .wire import ALERTS, client_random, first_alert, key_name, looks_like_tls, parse_cleartext_flight, \
-    split_records, ticket_format, ticket_layout
+from .wire import (
+    ALERTS,
+    client_random,
+    first_alert,
+    key_name,
+    looks_like_tls,
+    parse_cleartext_flight,
+    split_records,
+    ticket_format,
+    ticket_layout,
+)
 
 _TLS_VERSION = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -61,7 +70,7 @@ class Handshake:
     tickets: list[TicketInfo] = field(default_factory=list)
     cert_der: Optional[bytes] = None
     resumed: bool = False
-    session: Optional[object] = None       # sessions.StoredSession, or ssl.SSLSession where libssl is not reachable
+    session: Optional[StoredSession | ssl.SSLSession] = None   # ssl.SSLSession where libssl is not reachable
     handshake_ms: Optional[float] = None
     completed_at: Optional[float] = None   # time.monotonic() at handshake completion
     session_error: Optional[str] = None    # why ``session`` is None after a successful handshake
@@ -171,7 +180,7 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
         inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
         stored = isinstance(session, StoredSession)
         obj = ctx.wrap_bio(inc, out, server_hostname=sni, session=None if stored else session)
-        if stored and not put_session(obj, sni, session):
+        if isinstance(session, StoredSession) and not put_session(obj, sni, session):
             return Handshake(ScanStatus.UNKNOWN_ERROR, "session-not-set: libssl refused the stored session")
 
         async def flush() -> None:
@@ -278,7 +287,7 @@ async def handshake(address: str, port: int, sni: Optional[str], ctx: ssl.SSLCon
         sock.close()
 
 
-_CERT_CACHE: dict[bytes, tuple[bytes, str, tuple[str, ...]]] = {}
+_CERT_CACHE: dict[bytes, tuple[bytes, Optional[str], tuple[str, ...]]] = {}
 
 
 class PacedHandshakes:

@@ -67,8 +67,8 @@ class LifetimeProbe(PacedHandshakes):
     def _attempt(self, t: ScanTarget, mech: str, version: str, age: float, h: Optional[Handshake], idx: int,
                  key: Optional[bytes], status: Optional[str] = None, error: Optional[str] = None) -> ResumptionAttempt:
         a = ResumptionAttempt(
-            mechanism=mech, version=version, origin_host=t.hostname, origin_address=t.address, host=t.hostname,
-            address=t.address, age=age, resumed=bool(h and h.ok and h.resumed),
+            mechanism=mech, version=version, origin_host=t.hostname, origin_address=t.address, host=t.hostname,  # type: ignore[arg-type]  # a resolved name
+            address=t.address, age=age, resumed=bool(h and h.ok and h.resumed),  # type: ignore[arg-type]  # (as above)
             status=status or (h.status.value if h else ScanStatus.UNKNOWN_ERROR.value),
             error=error if status else (h.error if h else None), chain_index=idx, key_name=key)
         self.emit(a)
@@ -119,7 +119,7 @@ class LifetimeProbe(PacedHandshakes):
         refused = asyncio.Event()
 
         async def attempt(h: Handshake, age: float) -> None:
-            delay = h.completed_at + age - time.monotonic()
+            delay = h.completed_at + age - time.monotonic()  # type: ignore[operator]  # offered: a completed handshake
             if delay > 0:
                 try:
                     await asyncio.wait_for(refused.wait(), delay)
@@ -130,8 +130,8 @@ class LifetimeProbe(PacedHandshakes):
             elif refused.is_set() and self.o.stop_on_refusal:
                 return
             r = await self._hs(t, self.contexts[(version, mech)], session=h.session)
-            real_age = (time.monotonic() - h.completed_at) if r.completed_at is None else (
-                r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)
+            real_age = (time.monotonic() - h.completed_at) if r.completed_at is None else (  # type: ignore[operator]  # (as above)
+                r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at)  # type: ignore[operator]  # (as above)
             self._attempt(t, mech, version, round(real_age, 3), r, 0, self._key(h) if mech == "ticket" else None)
             if r.ok and not r.resumed:
                 refused.set()
@@ -146,7 +146,7 @@ class LifetimeProbe(PacedHandshakes):
         for idx, age in enumerate(self.o.ages):
             await asyncio.sleep(max(0.0, h0.completed_at + age - time.monotonic()))
             r = await self._hs(t, self.contexts[(version, mech)], session=cur.session)
-            self._attempt(t, mech, version, round(time.monotonic() - h0.completed_at, 3), r, idx,
+            self._attempt(t, mech, version, round(time.monotonic() - h0.completed_at, 3), r, idx,  # type: ignore[operator]  # (as above)
                           self._key(cur) if mech == "ticket" else None)
             if r.ok and r.resumed:
                 if r.session is not None:

@@ -107,6 +107,8 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                         concurrency=concurrency)
     counts = ctx.counts   # recorded by the run path however the run ends
     counts.update(attempts=0, resumed=0)
+    prior: dict
+    restored: list
     prior, lost, restored = {}, 0, []
     if resumed_from is not None:
         with ctx.db.connect() as conn:
@@ -180,7 +182,7 @@ def resume_lifetime(run_id: int) -> dict:
         raise UsageError("--resume: --chain runs cannot be resumed")
     hosts = [tuple(h) for h in p["targets"]]
     keys = ("max_age", "step", "mechanisms", "versions", "chain", "stop_on_refusal", "timeout", "verify")
-    opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})
+    opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})  # type: ignore[arg-type]  # as recorded
     if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
         open_scan({"resume": run_id}, targets=_plan(hosts, p["port"]))
     cfg = st.config
@@ -233,10 +235,10 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
             targets, failed = await expand_targets(hosts, port, family == 6)
             pick: dict[str, ScanTarget] = {}
             for t in targets:
-                if (":" in t.address) == (family == 6) and t.hostname not in pick:
-                    pick[t.hostname] = t
+                if (":" in t.address) == (family == 6) and t.hostname not in pick:  # type: ignore[operator]  # resolved
+                    pick[t.hostname] = t  # type: ignore[index]  # a name
             ok, blocked = _allowed(ctx, list(pick.values()))
-            by_host = {t.hostname: t for t in ok}
+            by_host: dict[str, ScanTarget] = {t.hostname: t for t in ok}  # type: ignore[misc]  # names
             counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
             probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)
             if merge:

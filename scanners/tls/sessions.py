@@ -22,7 +22,7 @@ import ctypes
 import ssl
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class StoredSession:
     has_ticket: bool
 
 
-_lib = None
+_lib: Any = None   # the ctypes library once loaded (False: unavailable)
 _OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p) + ctypes.sizeof(ctypes.c_ssize_t)  # ob_refcnt, ob_type, Socket
 
 

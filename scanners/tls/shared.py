@@ -63,7 +63,7 @@ class SharedProbe(PacedHandshakes):
             b, h = state.get("b"), state.get("h")
             if b is not None:
                 self.emit(ResumptionAttempt(
-                    mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,
+                    mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,  # type: ignore[arg-type]  # a resolved name
                     host=b.hostname, address=b.address,
                     age=round(time.monotonic() - h.completed_at, 3) if h is not None and h.completed_at else 0.0,
                     resumed=False, status=ScanStatus.UNKNOWN_ERROR.value, error=INTERRUPTED))
@@ -79,16 +79,17 @@ class SharedProbe(PacedHandshakes):
                 h = await self._hs(a, ctx)
                 state["h"] = h
                 if h.ok and h.cert_der and a.hostname not in self.sans:
-                    self.sans[a.hostname] = certificate_facts(h.cert_der)[2]
+                    self.sans[a.hostname] = certificate_facts(h.cert_der)[2]  # type: ignore[index]  # a name
                 if not h.ok or h.session is None or (mech == "id" and not h.session_id) or \
                         (mech == "ticket" and not (h.tickets or h.session.has_ticket)):
                     return      # nothing to present (recorded by the survey, not here)
             r = await self._hs(b, ctx, session=h.session)
+            assert h.completed_at is not None   # h.ok: a completed handshake
             age = (r.completed_at - (r.handshake_ms or 0) / 1000 - h.completed_at) if r.completed_at else \
                 time.monotonic() - h.completed_at
             self.emit(ResumptionAttempt(
-                mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,
-                host=b.hostname, address=b.address, age=round(age, 3), resumed=r.ok and r.resumed,
+                mechanism=mech, version=version, origin_host=a.hostname, origin_address=a.address,  # type: ignore[arg-type]  # resolved
+                host=b.hostname, address=b.address, age=round(age, 3), resumed=r.ok and r.resumed,  # type: ignore[arg-type]  # names
                 status=r.status.value, error=r.error,
                 key_name=(h.tickets[-1].key_name if mech == "ticket" and h.tickets else None)))
             if r.ok and r.resumed:
@@ -101,7 +102,7 @@ class SharedProbe(PacedHandshakes):
         v = self.o.versions[-1]
         h = await self._hs(t, self.contexts[(v, self.o.mechanisms[-1])])
         if h.ok:
-            self.sans[t.hostname] = certificate_facts(h.cert_der)[2]
+            self.sans[t.hostname] = certificate_facts(h.cert_der)[2]  # type: ignore[index]  # a name
 
     def close(self) -> None:
         self.keylog.close()

@@ -10,7 +10,7 @@ import ipaddress
 from typing import Iterable, Optional
 
 from netsurvey.resolve import resolve_many
-from netsurvey.scanning import ResolvingStream, ScanOutcome, ScanStatus, ScanTarget, Scanner
+from netsurvey.scanning import ResolvingStream, Scanner, ScanOutcome, ScanStatus, ScanTarget
 from netsurvey.writer import ResultWriter
 
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
@@ -40,6 +40,7 @@ class TlsScanner(Scanner):
         return ScanOutcome(target, ScanStatus(best.status), TlsSurveyResult(tuple(obs)), best.error)
 
     async def _probe_version(self, t: ScanTarget, version: str, box: list) -> HandshakeObservation:
+        assert t.address is not None   # targets come resolved (expand_targets)
         o = self.options
         verify = o.verify
         ctx = self.contexts[(version, True, verify)]
@@ -95,6 +96,7 @@ class TlsScanner(Scanner):
     async def _check_id(self, t: ScanTarget, version: str, box: list,
                         verify: bool) -> tuple[Optional[bool], Optional[int]]:
         """Session-ID-only handshake (client offers no ticket) and one immediate resumption."""
+        assert t.address is not None   # targets come resolved (expand_targets)
         ctx = self.contexts[(version, False, verify)]
         o = self.options
         a = await self._paced(box, t.address, t.port, t.hostname, ctx, timeout=o.timeout, deadline=o.deadline)
@@ -186,7 +188,7 @@ def target_stream(names, port: int, ipv6: bool) -> ResolvingStream:
     list, with the ``--target`` entries as its extras) resolved batch by batch while the
     scan reads it, every A address (and AAAA with ``ipv6``) a target, as :func:`expand_targets`."""
     def resolve(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-        return asyncio.run(expand_targets([(t.rank, t.hostname, None) for t in batch], port, ipv6))
+        return asyncio.run(expand_targets([(t.rank, t.hostname, None) for t in batch], port, ipv6))  # type: ignore[misc]  # a list's names
 
     return ResolvingStream(names, resolve)
 

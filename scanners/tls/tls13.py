@@ -17,8 +17,15 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from .wire import CT_APPLICATION_DATA, CT_HANDSHAKE, HT_NEW_SESSION_TICKET, NewSessionTicket, Record, \
-    handshake_messages, parse_new_session_ticket
+from .wire import (
+    CT_APPLICATION_DATA,
+    CT_HANDSHAKE,
+    HT_NEW_SESSION_TICKET,
+    NewSessionTicket,
+    Record,
+    handshake_messages,
+    parse_new_session_ticket,
+)
 
 #: TLS 1.3 cipher suite -> (hash, key length in bytes, AEAD class)
 SUITES = {

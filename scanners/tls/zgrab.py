@@ -9,7 +9,6 @@ import base64
 import datetime as dt
 import ipaddress
 import itertools
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,6 @@ from netsurvey.errors import UsageError
 from netsurvey.gotools import require_tool
 
 from .wire import key_name, ticket_format, ticket_layout
-
 
 
 def zgrab_argv(senders: int, blocklist: Path) -> list[str]:
@@ -62,9 +60,9 @@ def _typed(d, path: tuple[str, ...], kind: type, int_below: int = 2**31):
         return None
     if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
         raise _Bad(f"field {'.'.join(path)}: expected {kind.__name__}, got {type(v).__name__}")
-    if kind is str and "\x00" in v:
+    if kind is str and "\x00" in v:  # type: ignore[operator]  # isinstance(v, kind) above
         raise _Bad(f"field {'.'.join(path)}: NUL character")
-    if kind is int and not 0 <= v < int_below:
+    if kind is int and not 0 <= v < int_below:  # type: ignore[operator]  # (as above)
         raise _Bad(f"field {'.'.join(path)}: {v} out of range")
     return v
 
@@ -177,9 +175,10 @@ async def _zgrab_paced(argv: list[str], targets, limiter, on_line: Callable[[str
     grabbed before it."""
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None   # PIPEs
 
     async def read() -> None:
-        async for line in proc.stdout:
+        async for line in proc.stdout:  # type: ignore[union-attr]  # a PIPE (asserted above)
             on_line(line.decode("utf-8", "replace").rstrip("\n"))
 
     reader = asyncio.create_task(read())
@@ -208,8 +207,8 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
             raw = sys.stdin.buffer.read() if str(ingest) == "-" else ingest.read_bytes()
             lines = raw.decode("utf-8").splitlines()
         except UnicodeDecodeError as exc:
-            line = exc.object[:exc.start].count(b"\n") + 1
-            raise UsageError(f"{ingest}:{line}: not UTF-8 text") from None
+            lineno = exc.object[:exc.start].count(b"\n") + 1
+            raise UsageError(f"{ingest}:{lineno}: not UTF-8 text") from None
         except OSError as exc:
             raise UsageError(f"{ingest}: cannot read: {exc.strerror}") from None
         _check_ingest(ingest, lines)
@@ -242,7 +241,7 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
         else:
             for no, line in enumerate(lines, 1):
                 take(line, no)
-    counts = {"ingested": n, "bad_lines": len(bad), "blocked": blocked}
+    counts: dict[str, int | str] = {"ingested": n, "bad_lines": len(bad), "blocked": blocked}
     if bad:
         counts["first_bad_line"] = f"{bad[0].line_no}: {bad[0].reason}"[:200]
     ctx.counts.update(counts)

@@ -9,10 +9,10 @@ import shutil
 from typing import List, Optional
 
 import typer
-from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
+from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
            ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
@@ -48,14 +48,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         --client sslyze adds sslyze's TLS 1.2 resumption (ID, ticket) and TLS 1.3 early-data
         verdicts, each of its connections paced by the run's rate limiter."""
         from netsurvey.clictx import open_scan
+        from netsurvey.config import finite
         from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import Options, TlsSecondOpinionScanner
-
         from .testssl import testbed_only, version as testssl_version
-
-        from netsurvey.config import finite
 
         for value, option in ((timeout_s, "--timeout"), (testssl_timeout_s, "--testssl-timeout"),
                               (sslyze_timeout_s, "--sslyze-timeout")):
@@ -71,7 +69,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             client = shutil.which("gnutls-cli")
             if client is None:
                 raise UsageError("gnutls-cli not found (Debian gnutls-bin; scripts/install.sh installs it)")
-        others = ()
+        others: tuple[tuple[str, str, str], ...] = ()
         if "testssl" in clients:
             exe = shutil.which("testssl") or shutil.which("testssl.sh")
             if exe is None:

@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Optional
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 #: (mechanism, version) -> gnutls-cli priority string.
 CHECKS = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3",
@@ -28,11 +28,11 @@ CHECKS = {("ticket", "1.2"): "NORMAL:-VERS-TLS1.3",
 class Options:
     """:ivar timeout_s: seconds one gnutls-cli run (two handshakes) may take.
     :ivar ca_file: PEM trust anchors for gnutls-cli (None: its system default).
-    :ivar client: the gnutls-cli executable."""
+    :ivar client: the gnutls-cli executable (None: gnutls-cli not run, only ``others``)."""
 
     timeout_s: float = 10.0
     ca_file: Optional[str] = None
-    client: str = "gnutls-cli"
+    client: Optional[str] = "gnutls-cli"
     #: further clients: (kind, executable, version label); kind "testssl" (testssl.py) or
     #: "sslyze" (sslyze.py; the executable is the interpreter of sslyze's own venv)
     others: tuple[tuple[str, str, str], ...] = ()
@@ -134,7 +134,7 @@ class TlsSecondOpinionScanner(Scanner):
         per-destination limit."""
         import ipaddress
 
-        want = (ipaddress.ip_address(t.address), t.port)
+        want = (ipaddress.ip_address(t.address), t.port)  # type: ignore[arg-type]  # a resolved target
 
         async def grant(address: str, port: int) -> bool:
             try:
@@ -142,7 +142,7 @@ class TlsSecondOpinionScanner(Scanner):
                     return False
             except ValueError:
                 return False
-            if self.ctx.policy.reason_blocked(t.address):
+            if self.ctx.policy.reason_blocked(t.address):  # type: ignore[arg-type]  # (as above)
                 return False
             await self.ctx.limiter.acquire(t.address)
             return True
@@ -154,7 +154,7 @@ class TlsSecondOpinionScanner(Scanner):
         for the run's limiter (connectgate.c, preloaded), counted in ``connections``."""
         from . import testssl
 
-        rows, error, n = await testssl.run(exe, t.address, t.port, t.hostname, self.options.testssl_timeout_s,
+        rows, error, n = await testssl.run(exe, t.address, t.port, t.hostname, self.options.testssl_timeout_s,  # type: ignore[arg-type]  # resolved
                                            self.options.ca_file, self._grant(t))
         if error is not None:
             return [Verdict("ticket", None, None, error, client=label, connections=n)]
@@ -166,7 +166,7 @@ class TlsSecondOpinionScanner(Scanner):
         about to be opened (sslyze_gate.py, :meth:`_grant`)."""
         from . import sslyze
 
-        rows, error, n = await sslyze.run(python, t.address, t.port, t.hostname, self.options.sslyze_timeout_s,
+        rows, error, n = await sslyze.run(python, t.address, t.port, t.hostname, self.options.sslyze_timeout_s,  # type: ignore[arg-type]  # resolved
                                           self._grant(t))
         if error is not None:
             return [Verdict("ticket", None, None, error, client=label, connections=n)]

@@ -171,7 +171,7 @@ async def run(python: str, address: str, port: int, hostname: Optional[str], tim
                     return
 
         try:
-            _, err, _ = await asyncio.wait_for(asyncio.gather(serve(), p.stderr.read(), p.wait()), timeout_s)
+            _, err, _ = await asyncio.wait_for(asyncio.gather(serve(), p.stderr.read(), p.wait()), timeout_s)  # type: ignore[union-attr]  # a PIPE
         except asyncio.TimeoutError:
             p.kill()
             await p.wait()

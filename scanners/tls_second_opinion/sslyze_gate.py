@@ -71,7 +71,7 @@ def _main() -> None:
             raise socket.gaierror(socket.EAI_NONAME, f"sslyze_gate: no name resolution ({host!r})") from None
         return plain_getaddrinfo(host, *args, **kw)
 
-    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]  # the gate, deliberately
     socket.getaddrinfo = getaddrinfo
     sys.argv = ["sslyze", *sys.argv[6:]]
     runpy.run_module("sslyze", run_name="__main__", alter_sys=True)

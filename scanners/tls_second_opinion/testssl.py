@@ -129,7 +129,7 @@ def parse(findings: list[dict], noted: list[str]) -> list[tuple[str, Optional[st
             mech = "ticket" if m.group(1) == "ticket" else "id"
             if m.group(2) == "in" or mech not in vers:
                 vers[mech] = m.group(3)
-    out = []
+    out: list[tuple[str, Optional[str], Optional[bool], Optional[int], Optional[str]]] = []
     for mech, key in (("ticket", "sessionresumption_ticket"), ("id", "sessionresumption_ID")):
         f = by_id.get(key)
         if f is None:
@@ -218,6 +218,7 @@ class Gate:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        assert self.server is not None   # started by __aenter__
         self.server.close()
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

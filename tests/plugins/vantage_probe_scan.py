@@ -15,7 +15,7 @@ import typer
 
 from netsurvey.clictx import migrated_db, open_scan
 from netsurvey.measure import measurement
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget, run_scan
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget, run_scan
 from netsurvey.targets import select_targets
 from netsurvey.writer import ResultWriter
 
