@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -256,6 +257,9 @@ def float_list(text: Optional[str], what: str) -> list[float]:
     if not text:
         return []
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"{what}: {text!r} is not a comma-separated list of numbers") from None
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError(f"{what}: {text!r} holds a number that is not finite")
+    return values
