@@ -478,13 +478,15 @@ def _annotation_kind(p) -> Optional[type]:
 
 def _value_rules(p, process_value):
     """Rules every value of every option follows, applied before its own parser: valid
-    UTF-8, no control characters, no empty path, and numbers finite (``nan``, ``inf`` and
+    UTF-8, no control characters (in options; an argument may be free text: a query, the
+    argv of a command to run), no empty path, and numbers finite (``nan``, ``inf`` and
     ``1e309`` reached JSON columns and models: an internal error or a NaN in the output)."""
     import math
 
     from .clicompat import click_exceptions
 
     kind = _annotation_kind(p)
+    is_option = getattr(p, "param_type_name", "") == "option"
 
     name = next((o for o in getattr(p, "opts", []) if o.startswith("--")), None) or p.name
 
@@ -497,7 +499,7 @@ def _value_rules(p, process_value):
                 continue
             if _NOT_UTF8.search(raw):
                 bad(ctx, "the value is not UTF-8 text")
-            if _CONTROL.search(raw):
+            if is_option and _CONTROL.search(raw):   # arguments may be free text (a query, a command's argv)
                 bad(ctx, f"{raw.encode('unicode_escape').decode()[:60]} holds a control character")
             if kind is Path and not raw.strip():
                 bad(ctx, "the path is empty")

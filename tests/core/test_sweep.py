@@ -99,3 +99,13 @@ def test_hostile_value_refused_while_parsing(path, opt, value):
         _context(path, [opt, value])
     line = cli._one_line(f"netsurvey: error: {ei.value.format_message()}")
     assert "\n" not in line and "\r" not in line
+
+
+@pytest.mark.parametrize("path,argv", [
+    (("sql",), ["SELECT 1\nFROM generate_series(1, 2)"]),
+    (("testbed", "exec"), ["--", "python3", "-c", "import sys\nprint(sys.argv)"]),
+])
+def test_arguments_may_be_free_text_with_newlines(path, argv):
+    """Control characters are refused in option values, not in arguments: a multi-line SQL
+    query and the argv of a command run in the testbed pass through as given."""
+    _context(path, argv)
