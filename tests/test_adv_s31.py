@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root
+from support.sniffing import SNIFFER
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -100,7 +101,7 @@ def responder(gw_pair):
 class Sniffer:
     def __init__(self, out: Path):
         self.out = out
-        self.p = subprocess.Popen(["ip", "netns", "exec", NS_C, sys.executable, str(REPO / "tests" / "sniffer.py"),
+        self.p = subprocess.Popen(["ip", "netns", "exec", NS_C, sys.executable, str(SNIFFER),
                                    "--out", str(out), "--iface", DEV, "--seconds", "280"],
                                   stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"

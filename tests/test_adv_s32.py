@@ -370,9 +370,9 @@ def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
     IPv6 address) and asks its HTTPS record "once for all its addresses"
     (QuicDiscoverScanner._https_rr): both probes missed the cache at the same moment and
     asked twice (4 DNS questions: A, AAAA, HTTPS, HTTPS)."""
-    from test_stream_tls_quic import Sniff
+    from support.sniffing import vantage_capture
 
-    with Sniff(tmp_path / "pkts.jsonl") as sn:
+    with vantage_capture(tmp_path / "pkts.jsonl") as sn:
         r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
                     "quic-discover", "--target", "www.example.test", "--json", dsn=db.dsn, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

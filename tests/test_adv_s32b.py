@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, needs_root
-from test_tls_lifetime_schedule import _argv, _config, _q, _short
+from support.tls_lifetime import _argv, _config, _q, _short
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -4,44 +4,10 @@ a report that pins run ids per section, orders sections by thesis chapter and sa
 its data came from. Rows are written with SQL into a fresh database (no network)."""
 from __future__ import annotations
 
-import csv
-import datetime as dt
-import json
-from pathlib import Path
-
 import pytest
 
 from conftest import run_cli
-
-T0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-
-
-def _run(conn, kind: str, netns: str | None = "nstb-vantage", **params) -> int:
-    return conn.execute("INSERT INTO scan_run (kind, status, parameters, vantage, started_at, finished_at)"
-                        " VALUES (%s, 'finished', %s, %s, %s, %s) RETURNING id",
-                        (kind, json.dumps(params), json.dumps({"host": "v1", "netns": netns}), T0, T0)).fetchone()[0]
-
-
-def _tfo_run(conn, n_hosts: int, tfo_ranks: set[int]) -> int:
-    rid = _run(conn, "tfo", list="sample")
-    for rank in range(1, n_hosts + 1):
-        has = rank in tfo_ranks
-        conn.execute("INSERT INTO tfo_probe (run_id, rank, hostname, address, port, status, reply, cookie, cookie_len)"
-                     " VALUES (%s, %s, %s, '198.18.3.1', 80, 'success', 'syn-ack', %s, %s)",
-                     (rid, rank, f"h{rank}.test", b"\x01\x02\x03\x04" if has else None, 4 if has else None))
-    return rid
-
-
-def _csv(path: Path) -> list[dict]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _plot(db, name: str, out: Path, *runs: int):
-    r = run_cli("plot", name, *[a for rid in runs for a in ("--run", str(rid))], "--out", str(out), "--json",
-                dsn=db.dsn)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+from support.figures import _csv, _key_run, _plot, _run, _tfo_run
 
 
 def test_tfo_support_cuts_capped_with_n(db, tmp_path):
@@ -64,7 +30,6 @@ def test_tfo_support_cuts_capped_with_n(db, tmp_path):
     assert "\\toprule" in tex and "top\\_list & cut\\_rank" in tex and "all 22 & 22 & 22 &" in tex
 
 
-
 def test_a_run_of_another_kind_is_refused_and_report_keeps_each_kind(db, tmp_path):
     """plot F --run N with N of another kind drew an empty (or wrong) figure, exit 0, for every
     figure but browser-revisit-savings; the report, which gives every figure the same --run
@@ -78,16 +43,6 @@ def test_a_run_of_another_kind_is_refused_and_report_keeps_each_kind(db, tmp_pat
     assert not (tmp_path / "a").exists() or not list((tmp_path / "a").iterdir())
     out = _plot(db, "tfo-support-table", tmp_path / "b", tfo, tls)
     assert out["notes"]["runs"] == [tfo]
-
-def _key_run(conn, spans: dict[str, float]) -> int:
-    """A tls run in which each host's one key_name was seen at T0 and T0 + span."""
-    rid = _run(conn, "tls", list="tls")
-    for i, (host, span) in enumerate(spans.items()):
-        for t in (T0, T0 + dt.timedelta(seconds=span)):
-            conn.execute("INSERT INTO tls_handshake (run_id, hostname, port, version, status, ticket_count, key_name,"
-                         " ticket_lifetime, observed_at) VALUES (%s, %s, 443, '1.2', 'success', 1, %s, 7200, %s)",
-                         (rid, host, bytes([i + 1]) * 16, t))
-    return rid
 
 
 def test_tls_key_rotation_obeys_run(db, tmp_path):

@@ -8,11 +8,10 @@ import json
 import os
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 from testbed import pagegen
 
@@ -129,7 +128,7 @@ def test_validation_under_two_delay_profiles(db, tmp_path, monkeypatch):
     (scripts/blast_validation.py), simulated at each profile's RTT; prints r and the error
     distribution per profile and browser (BLAST Fig 5: r = 0.63). BLAST_VALIDATION_PAGES
     sets fewer pages for a quick look."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    sys.path.insert(0, str(REPO / "scripts"))
     import blast_validation
 
     from analysis.figures import render

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import run_cli
-from sniffing import Capture
+from support.sniffing import Capture
 
 RTT_MS = 60.0
 

@@ -4,42 +4,17 @@ in `netsurvey runs`, and Figs 3.2/3.3 drawn from one campaign run of `scan tfo`.
 from __future__ import annotations
 
 import csv
-import json
 import signal
 import time
 
 import pytest
 
 from conftest import needs_root, run_cli
-from test_jobs import PLUGIN, import_list, wait_for, worker
+from support.campaign import progress, q, schedule_file, start
+from support.jobs import PLUGIN, import_list, wait_for, worker
 
 pytestmark = needs_root()
 AUTH_NS = "198.18.1.53"   # knot: fresh answers for the load-balanced names (TTL 1, no cache)
-
-
-def schedule_file(tmp_path, name: str, rounds: int, interval: str, shards: int, command: list[str]):
-    f = tmp_path / "schedule.toml"
-    f.write_text(f'[[schedule]]\nname = "{name}"\nrounds = {rounds}\ninterval = "{interval}"\n'
-                 f"command = {json.dumps(command)}\nshards = {shards}\n")
-    return f
-
-
-def start(db, sched, name: str, env=None) -> int:
-    r = run_cli("schedule", "start", name, "--schedule", str(sched), dsn=db.dsn, env=env)
-    assert r.returncode == 0, r.stderr
-    assert "queued as run " in r.stdout, r.stdout
-    return int(r.stdout.split("queued as run ")[1].split(":")[0])
-
-
-def progress(db, run_id: int) -> dict:
-    r = run_cli("runs", "--json", "--limit", "50", dsn=db.dsn)
-    assert r.returncode == 0, r.stderr
-    return next(x for x in json.loads(r.stdout) if x["id"] == run_id)
-
-
-def q(db, sql, *p):
-    with db.connect() as conn:
-        return conn.execute(sql, p).fetchall()
 
 
 def test_campaign_is_one_run_resumable_after_sigkill(db, tmp_path, testbed):

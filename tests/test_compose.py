@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT  # noqa: E402
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 BUILD_SCRIPT = ROOT / "scripts" / "build_go_tools.sh"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT  # noqa: E402
 PROJECT = "netsurvey-e2e"
 pytestmark = [
     pytest.mark.slow,

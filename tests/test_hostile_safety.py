@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import needs_root, run_cli
+from tests.conftest import REPO, needs_root, run_cli
 
 pytestmark = [needs_root()]
 
@@ -102,7 +102,7 @@ def test_sql_is_built_only_with_parameters():
     (f-strings, %-formatting or .format with user data). Table/column names coming from
     code constants use psycopg.sql.Identifier; the allow-list below names the reviewed
     exceptions (identifiers from code constants only)."""
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     offenders = []
     for p in repo.rglob("*.py"):
         rel = p.relative_to(repo).as_posix()

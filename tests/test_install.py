@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT  # noqa: E402
 LOCKS = {n: ROOT / n for n in ("requirements.lock", "requirements-test.lock", "requirements-fuzz.lock")}
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 

@@ -15,23 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root, run_cli
+from support.jobs import PLUGIN, import_list, wait_for, worker
 
 pytestmark = needs_root()
-PLUGIN = {"NETSURVEY_PLUGINS": "tests.plugins.tcp_connect_scan", "PYTHONPATH": str(REPO)}
-
-
-def import_list(db, tmp_path, n: int, name: str = "jobs") -> None:
-    f = tmp_path / f"{name}.csv"
-    f.write_text("".join(f"{i},h{i}.jobs.test\n" for i in range(1, n + 1)))
-    assert run_cli("targets", "import", str(f), "--list", name, dsn=db.dsn).returncode == 0
-
-
-def worker(db, *args: str) -> subprocess.Popen:
-    env = dict(os.environ, **PLUGIN)
-    env.pop("NETSURVEY_DSN", None)
-    return subprocess.Popen([sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m",
-                             "netsurvey.cli", "--dsn", db.dsn, "worker", "--heartbeat", "1", "--stalled-after", "4",
-                             *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def queue(db, *scan_args: str, shards: int) -> int:
@@ -49,16 +35,6 @@ def probe_rows(db, run_id):
     with db.connect() as conn:
         return conn.execute("SELECT hostname, count(*) FROM test_tcp_probe WHERE run_id = %s GROUP BY 1",
                             (run_id,)).fetchall()
-
-
-def wait_for(pred, timeout: float, every: float = 0.3):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    return pred()
 
 
 def test_two_workers_probe_every_target_exactly_once(db, tmp_path, testbed):

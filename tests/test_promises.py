@@ -58,10 +58,10 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from conftest import REPO, needs_root, run_cli
+from support.sniffing import SNIFFER
 
 pytestmark = [needs_root(), pytest.mark.root, pytest.mark.timeout(180)]
 
-SNIFFER = Path(__file__).resolve().parent / "sniffer.py"
 KEY_FILE = Path("/run/netsurvey/testbed/atlas-api-key")
 SCALE = [f"198.19.0.{i}" for i in range(1, 33)]       # answered by the 'scale' namespace
 RATE_PPS, PER_DEST_PPS, WINDOW_S = 5, 2, 2.0

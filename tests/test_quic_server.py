@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO  # noqa: E402
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root
+from support.sniffing import SNIFFER
 from netsurvey.routes import Route, RouteTable
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -99,7 +100,7 @@ def gateway_ns():
 class Sniffer:
     def __init__(self, out: Path):
         self.out = out
-        self.p = subprocess.Popen(["ip", "netns", "exec", NS_C, sys.executable, str(REPO / "tests" / "sniffer.py"),
+        self.p = subprocess.Popen(["ip", "netns", "exec", NS_C, sys.executable, str(SNIFFER),
                                    "--out", str(out), "--iface", "rg31c", "--seconds", "200"],
                                   stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"

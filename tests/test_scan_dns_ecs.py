@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import _create_database, run_cli
+from conftest import REPO, _create_database, run_cli
 from netsurvey.db import Database
 from testbed.dns import ecs_expected
 
@@ -122,9 +122,8 @@ def truth_vantage(testbed) -> str:
 def zdns_built():
     """zdns v2.0.5 built from tools/go (idempotent; ~1 s when up to date)."""
     import subprocess
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     p = subprocess.run(["bash", str(root / "scripts" / "build_go_tools.sh"), "zdns"], cwd=root,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"building zdns failed:\n{p.stderr[-2000:]}"

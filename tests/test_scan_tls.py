@@ -10,9 +10,8 @@ import sys
 import time
 
 import pytest
-from pathlib import Path
 
-from conftest import needs_root, run_cli
+from conftest import REPO, needs_root, run_cli
 
 from scanners.tls.shared import components
 from scanners.tls.wire import parse_new_session_ticket, ticket_format
@@ -294,7 +293,7 @@ def test_zgrab2_bulk_mode_ingested(db, testbed):
     if find_tool("zgrab2") is None:   # the pinned build (tools/go), ~1 min cold, cached after
         import subprocess
 
-        subprocess.run(["bash", str(Path(__file__).resolve().parent.parent / "scripts" / "build_go_tools.sh"),
+        subprocess.run(["bash", str(REPO / "scripts" / "build_go_tools.sh"),
                         "zgrab2"], check=True, capture_output=True, timeout=900)
     hosts = tls_hosts(testbed)
     h = hosts["www.example.test"]

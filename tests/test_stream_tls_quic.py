@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import needs_root, run_cli
-from sniffing import Capture
+from support.sniffing import vantage_capture
 
 pytestmark = [needs_root(), pytest.mark.root]
 
-VANTAGE_NS, IFACE = "nstb-vantage", "tbbr0"
 TLSBENCH = "198.18.2.10"   # every *.tlsbench.example.test (config/testbed.toml)
 
 
-def Sniff(path: Path) -> Capture:
-    return Capture(VANTAGE_NS, IFACE, path, seconds=200)
 
 
 def _import(db, tmp_path, names, name):
@@ -47,7 +43,7 @@ SMALL = ("import runpy, sys; import netsurvey.scanning as s, netsurvey.spread as
 def test_tls_probes_before_the_list_is_resolved(db, testbed, tmp_path):
     names = [f"s{i}.tlsbench.example.test" for i in range(12)] + ["nxdomain-s.example.test"]
     _import(db, tmp_path, names, "tlsstream")
-    with Sniff(tmp_path / "pkts.jsonl") as sn:
+    with vantage_capture(tmp_path / "pkts.jsonl") as sn:
         r = run_cli("testbed", "exec", "--", sys.executable, "-c", SMALL, "--dsn", db.dsn, "scan", "tls",
                     "--list", "tlsstream", "--tls", "1.3", "--no-check-resumption", "--no-ipv6", "--no-verify",
                     "--concurrency", "1", "--json", dsn=db.dsn, timeout=180)
@@ -73,7 +69,7 @@ def test_quic_dry_run_resolves_nothing(db, testbed, tmp_path):
     names = ["www.example.test", "retry.example.test", "notoken.example.test", "a.test"]
     _import(db, tmp_path, names, "quicdry")
     for cmd in (["scan", "quic"], ["scan", "quic-discover"], ["scan", "tls"]):
-        with Sniff(tmp_path / f"dry-{cmd[-1]}.jsonl") as sn:
+        with vantage_capture(tmp_path / f"dry-{cmd[-1]}.jsonl") as sn:
             r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, *cmd,
                         "--list", "quicdry", "--dry-run", dsn=db.dsn, timeout=120)
         assert r.returncode == 0, r.stderr
@@ -85,7 +81,7 @@ def test_quic_dry_run_resolves_nothing(db, testbed, tmp_path):
                 (p.get("dns_id") is not None or p["dst"].startswith(("198.18.", "2001:2:")))]
         assert sent == [], (cmd, sent[:5])
     # positive control: the same list without --dry-run asks the resolver
-    with Sniff(tmp_path / "real.jsonl") as sn:
+    with vantage_capture(tmp_path / "real.jsonl") as sn:
         r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
                     "--list", "quicdry", "--timeout", "2s", "--no-resume", "--json", dsn=db.dsn, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -102,7 +98,7 @@ def test_targets_given_with_shards_are_probed_once(db, testbed, tmp_path):
     _import(db, tmp_path, names, "tlsshard")
     extra = [f"x{i}.tlsbench.example.test" for i in range(6)] + [f"y{i}.tlsbench.example.test={TLSBENCH}"
                                                                    for i in range(4)]
-    with Sniff(tmp_path / "shards.jsonl") as sn:
+    with vantage_capture(tmp_path / "shards.jsonl") as sn:
         r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "tls",
                     "--list", "tlsshard", *[f"--target={t}" for t in extra], "--tls", "1.3",
                     "--no-check-resumption", "--no-ipv6", "--no-verify", "--procs", "2", dsn=db.dsn, timeout=180)

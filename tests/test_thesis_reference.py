@@ -11,7 +11,7 @@ import pytest
 
 from analysis.figures import load_all
 from analysis.thesis_reference import MODEL_COMPARED, NOT_PUBLISHED, REFERENCES, for_figure
-from test_analysis_figures import _csv, _key_run, _plot, _tfo_run
+from support.figures import _csv, _key_run, _plot, _tfo_run
 
 THESIS = Path("/work/shared/seeds/004_3801537972db3902.txt")
 WORDS = {"twelve": "12"}
@@ -95,7 +95,7 @@ def test_report_states_thesis_values_or_why_none():
 
 def _fill(conn) -> dict[str, int]:
     """Small runs for the DNS, TLS and QUIC figures (SQL only, .test names, testbed addresses)."""
-    from test_analysis_figures import _run
+    from support.figures import _run
 
     runs = {k: _run(conn, k) for k in ("dns-ttl", "dns-ecs", "tls", "tls-lifetime", "tls-shared", "quic-discover",
                                            "tfo-lb", "quic-turnover", "atlas")}

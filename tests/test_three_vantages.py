@@ -33,11 +33,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root, run_cli
-from test_campaign_rounds import progress, q, schedule_file, start
-from test_jobs import wait_for
+from support.campaign import progress, q, schedule_file, start
+from support.jobs import wait_for
 
 pytestmark = needs_root()
-PLUGIN = {"NETSURVEY_PLUGINS": "tests.plugins.vantage_probe_scan", "PYTHONPATH": str(REPO)}
+PLUGIN = {"NETSURVEY_PLUGINS": "tests.support.plugins.vantage_probe_scan", "PYTHONPATH": str(REPO)}
 SRV, BR = "nstv-srv", "nstvbr0"
 VANTAGES = {x: {"ns": f"nstv-{x}", "name": f"v{x}", "src4": f"198.18.160.1{i}", "src6": f"2001:2:0:160::1{i}",
                 "veth": (f"nstv{x}0", f"nstv{x}b"), "mac": f"02:16:00:00:00:1{i}"}
@@ -162,7 +162,7 @@ def rows(db, run_id: int) -> list[tuple]:
 def test_three_vantage_campaign_survives_a_killed_vantage(db, tmp_path, three_vantages):
     log = three_vantages
     from netsurvey.shard import shard_of
-    from tests.plugins.vantage_probe_scan import address_of
+    from tests.support.plugins.vantage_probe_scan import address_of
 
     sizes = {}
     for i in range(1, N + 1):

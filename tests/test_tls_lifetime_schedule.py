@@ -13,16 +13,16 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from conftest import REPO, needs_root, run_cli
+from support.sniffing import SNIFFER
+from support.tls_lifetime import _argv, _config, _q, _short
 
 from scanners.tls.schedule import default_slots, next_points
 
 pytestmark = pytest.mark.timeout(240)
-SNIFFER = Path(__file__).resolve().parent / "sniffer.py"
 
 
 def _search(n: int, lifetime_index: int, slots: int) -> tuple[int, int, int]:
@@ -53,26 +53,6 @@ def test_default_slots_bracket_every_lifetime_in_two_rounds(n):
     # fewer sessions: more rounds, the same answer
     for life in (0, n // 3, n):
         assert _search(n, life, 2)[:2] == (life, life + 1)
-
-
-def _short(testbed) -> dict:
-    return next(h for h in testbed.status()["ground_truth"]["tls_hosts"] if h["hostname"] == "short.example.test")
-
-
-def _argv(db, cfg: Path, *args) -> list[str]:
-    return [sys.executable, "-m", "netsurvey.cli", "testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli",
-            "--config", str(cfg), "--dsn", db.dsn, "scan", "tls-lifetime", *args, "--json"]
-
-
-def _config(tmp_path: Path, pdp: float) -> Path:
-    f = tmp_path / "survey.toml"
-    f.write_text(f"[etiquette]\nallow = [\"198.18.0.0/15\", \"2001:2::/48\"]\nper_destination_pps = {pdp}\n")
-    return f
-
-
-def _q(db, sql, *params):
-    with db.connect() as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 def _check_log(db, run_id: int, slots: int) -> None:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import _create_database, needs_root, run_cli
+from conftest import REPO, _create_database, needs_root, run_cli
 from netsurvey.db import Database
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(240), needs_root()]
@@ -197,11 +197,10 @@ def test_ttls_over_ipv6(zoo_base):
 def test_kdig_output_parsed():
     """scan dns-second-opinion reads kdig's own text (tests/data/zoo_dns: kdig 3.2.6 output
     captured from the zoo's BIND, and from an address with no route)."""
-    from pathlib import Path
 
     from scanners.dns.kdig import parse
 
-    d = Path(__file__).parent / "data" / "zoo_dns"
+    d = REPO / "tests" / "data" / "zoo_dns"
     v = parse((d / "kdig_bind_ecs.txt").read_text(), "www.zoo-dns.test", "A")
     assert (v.status, v.rcode, v.authoritative, v.ttl, v.answers, v.authority_count) == \
         ("success", "NOERROR", True, 300, ("198.18.150.10",), 1)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_root, run_cli
+from conftest import REPO, needs_root, run_cli
+from support.sniffing import SNIFFER
 
 pytestmark = needs_root()
 
@@ -200,7 +201,7 @@ def test_ngtcp2_gnutls_anti_replay_window(zoo):
     the rollover are accepted again. ~15 s."""
     code = f"""
 import asyncio, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(REPO)!r})
 from scanners.quic.handshake import quic_connect
 from scanners.quic.records import ConnectOptions
 async def pair(o):
@@ -370,7 +371,7 @@ def test_quinn_facts(db, zoo, quinn):
     # resumes at the IPv6 address (one session cache per process)
     code = f"""
 import asyncio, json, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(REPO)!r})
 from scanners.quic.handshake import quic_connect
 from scanners.quic.records import ConnectOptions
 async def main():
@@ -391,7 +392,6 @@ asyncio.run(main())
 
 
 # ------------------------------------------------------------------ quic-turnover as a scheduler (issues 24, 26)
-SNIFFER = Path(__file__).resolve().parent / "sniffer.py"
 
 
 def _turnover_argv(db, cfg: Path, *args) -> list[str]:

@@ -2,7 +2,7 @@
 
 Run as root inside the namespace to watch, e.g. in the testbed's vantage::
 
-    ip netns exec nstb-vantage python3 tests/sniffer.py --out pkts.jsonl [--iface tbbr0]
+    ip netns exec nstb-vantage python3 tests/support/sniffer.py --out pkts.jsonl [--iface tbbr0]
 
 (On a TUN device, such as the timing testbed's tmv0, frames carry no link header: they are
 read as the IP packets they are.)

@@ -1,6 +1,6 @@
-"""tests/sniffer.py run inside a network namespace for the duration of a ``with`` block:
+"""tests/support/sniffer.py run inside a network namespace for the duration of a ``with`` block:
 every packet the namespace sends on one interface, seen by the kernel, not by netsurvey.
-``packets`` (one dict per packet, see tests/sniffer.py) and ``stats`` (``packets``,
+``packets`` (one dict per packet, see tests/support/sniffer.py) and ``stats`` (``packets``,
 ``kernel_drops``) are filled on exit."""
 from __future__ import annotations
 
@@ -34,3 +34,8 @@ class Capture:
         self.stats = json.loads(out.strip().splitlines()[-1])
         self.packets = [json.loads(x) for x in self.path.read_text().splitlines()]
         return False
+
+
+def vantage_capture(path: Path, seconds: int = 200) -> Capture:
+    """What the testbed's vantage (nstb-vantage) sends on its bridge (tbbr0)."""
+    return Capture("nstb-vantage", "tbbr0", path, seconds=seconds)
