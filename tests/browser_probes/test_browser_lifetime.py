@@ -87,7 +87,8 @@ def test_a_browser_named_twice_is_measured_once(db, testbed):
     browser_lifetime's key: netsurvey: internal error (UniqueViolation) (adversary). One
     cheap probe (offset 0): only the count of results matters. In the testbed's vantage:
     run from the root namespace (as this test did) the browser was sent to testbed
-    addresses by the default route, off the machine (now refused: session-31 adversary)."""
+    addresses by the default route, off the machine (now refused by the off-machine-route guard,
+    tests/core/test_route_guard_bypasses.py)."""
     out = _lifetime(db, "--browser", "chromium,chromium", "--state", "tls13-psk", "--offset", "0")
     assert [(x["browser"], x["state"]) for x in out["results"]] == [("chromium", "tls13-psk")], out
 

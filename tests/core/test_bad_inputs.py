@@ -109,3 +109,26 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(imported_db, tmp_path, 
     assert _snapshot(imported_db) == before
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == listing  # no file written
     assert (tmp_path / "afile").read_text() == "precious\n"
+
+
+def _only_line(r) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+@pytest.mark.parametrize("argv", [
+    ["scan", "quic-second-opinion", "--target", "a.test=198.18.0.5", "--timeout", "inf"],
+    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--timeout", "inf"],
+    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--client", "testssl", "--testssl-timeout", "inf"],
+    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--client", "sslyze", "--sslyze-timeout", "inf"],
+], ids=["quic-timeout-inf", "gnutls-timeout-inf", "testssl-timeout-inf", "sslyze-timeout-inf"])
+def test_second_opinion_infinite_timeouts_are_bad_input(db, routes_ns, argv):
+    """'inf' passed 'must be positive' (not inf > 0 is False): a dry run accepted it, and a real
+    run raised OverflowError in int(timeout) for every target (the clients' own timeouts)."""
+    with db.connect() as conn:
+        runs = conn.execute("SELECT count(*) FROM scan_run").fetchone()[0]
+    line = _only_line(run_cli(*argv, "--dry-run", dsn=db.dsn, netns=routes_ns))
+    assert "timeout" in line and "finite" in line, line
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM scan_run").fetchone()[0] == runs

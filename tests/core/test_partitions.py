@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg.conninfo import make_conninfo
 
 from conftest import run_cli
@@ -256,3 +257,44 @@ def test_the_writer_role_may_take_the_new_run_lock(db):
         n = conn.execute("SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
                          "WHERE c.relname = %s", (f"tfo_probe_r{run_id}",)).fetchone()[0]
     assert n == 1
+
+
+def _has_roles(db) -> bool:
+    with db.connect() as conn:
+        return conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN "
+                            "('netsurvey_reader', 'netsurvey_writer')").fetchone()[0] == 2
+
+def test_reader_role_cannot_create_partitions(db):
+    """ensure_run_partitions() is SECURITY DEFINER (owner's rights) and PUBLIC could execute it:
+    the read-only role created and attached tables in run_partitions (a write, as the owner)."""
+    if not _has_roles(db):
+        pytest.skip("a server without netsurvey's roles")
+    reader = make_conninfo(db.dsn, user="netsurvey_reader")
+    with psycopg.connect(reader, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = off")   # a role setting: the role may change it
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT ensure_run_partitions(424242)")
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE '%%\\_r424242'").fetchone()[0] == 0
+    # the writer still starts runs and gets their partitions (through the trigger)
+    writer = make_conninfo(db.dsn, user="netsurvey_writer")
+    with psycopg.connect(writer) as conn:
+        run = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
+                            (f"tfo_probe_r{run}",)).fetchone()[0] == 1
+
+def test_ensure_run_partitions_reads_no_temp_table(db):
+    """The SECURITY DEFINER function read run_partitioned unqualified with pg_temp searched
+    first: a session's temporary table of that name chose, with the owner's rights, which
+    tables it partitioned (an empty one: a run without partitions, whose rows then fail)."""
+    if not _has_roles(db):
+        pytest.skip("a server without netsurvey's roles")
+    writer = make_conninfo(db.dsn, user="netsurvey_writer")
+    with psycopg.connect(writer) as conn:
+        conn.execute("CREATE TEMP TABLE run_partitioned (table_name text, time_column text)")
+        conn.execute("GRANT SELECT ON run_partitioned TO netsurvey_owner")   # its own table: it may
+        run = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
+                            (f"tfo_probe_r{run}",)).fetchone()[0] == 1

@@ -1,5 +1,5 @@
 """An address given where a name is expected resolves to itself without a DNS question
-(session 31's adversary: `scan tls --target 198.18.2.9` asked the resolver for the name
+(found by an adversarial review: `scan tls --target 198.18.2.9` asked the resolver for the name
 '198.18.2.9' and recorded resolution-failed, while its dry run counted it as an address)."""
 from __future__ import annotations
 

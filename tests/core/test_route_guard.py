@@ -1,6 +1,7 @@
-"""The testbed's addresses are never sent off the machine (session 31; the session-30
-adversary sent one DNS question to 198.18.1.53 from the root namespace, where that address
-routes to the default gateway).
+"""The testbed's addresses are never sent off the machine (netsurvey/routes.py: an adversarial
+review once sent one DNS question to 198.18.1.53 from the root namespace, where that address
+routes to the default gateway). Attempts to get around the guard (policy rules, resolv.conf,
+--resume, zmap ranges, browsers, Atlas, the database): tests/core/test_route_guard_bypasses.py.
 
 Observed from outside: a namespace of the test's own whose default route leads into a
 second namespace of the test's own (the "gateway"), and a sniffer on the client's only
@@ -167,3 +168,30 @@ def test_control_a_specific_route_is_used(gateway_ns, db, tmp_path):
     dsts = {p["dst"] for p in _to_targets(pkts)}
     assert TARGET4 in dsts and TARGET6 in dsts, dsts
     assert any(p["dst"].startswith("198.18.77.") and p.get("syn") for p in pkts), "no TFO SYN seen"
+
+
+def test_rules_and_ranges_as_the_kernel_picks():
+    """routes.py without namespaces: rules in priority order, selectors it cannot judge."""
+    import ipaddress as ipa
+
+    from netsurvey.routes import STOCK_RULES, Route, RouteTable, Rule
+
+    n, a = ipa.ip_network, ipa.ip_address
+    routes = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"),
+              Route(n("198.18.77.0/24"), "unicast", "tb0", ""),
+              Route(n("0.0.0.0/0"), "unicast", "wg0", "", table="51820")]
+    # wg-quick: 'not fwmark lookup 51820' (may apply) before main -> counts as leaving
+    wg = {4: [Rule(0, "lookup", "local"), Rule(32764, "lookup", "main", suppress_prefixlen=0),
+              Rule(32765, "lookup", "51820", definite=False), *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
+    assert RouteTable(routes).via_default(a("198.18.77.5")) is False
+    assert RouteTable(routes, wg).via_default(a("198.18.77.5")) is False   # main's /24 is not suppressed
+    assert RouteTable(routes, wg).via_default(a("198.18.78.5")) is True
+    to_default = {4: [Rule(0, "lookup", "local"), Rule(100, "lookup", "51820", n("198.18.77.0/24")),
+                      *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
+    assert RouteTable(routes, to_default).via_default(a("198.18.77.5")) is True
+    assert RouteTable(routes, {4: [Rule(5, "goto", "")], 6: []}).via_default(a("198.18.77.5")) is True
+    ends = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"), Route(n("198.18.77.0/32"), "unicast", "tb0", ""),
+            Route(n("198.18.77.255/32"), "unicast", "tb0", "")]
+    assert RouteTable(ends).range_via_default(n("198.18.77.0/24")) is True
+    assert RouteTable(routes).range_via_default(n("198.18.77.0/24")) is False
+    assert RouteTable(routes).range_via_default(n("198.18.76.0/23")) is True

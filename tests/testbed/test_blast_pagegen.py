@@ -164,3 +164,19 @@ def test_validation_under_two_delay_profiles(db, tmp_path, monkeypatch):
         # 10th document (MAX_DEPTH_CONTENT_FRAMES): simulated times barely vary (sd 0.05 s at
         # 20 ms) and its r (0.21-0.53 in two runs) is reported, not asserted.
         assert all(groups[p]["stats"]["chromium"]["r"] > 0.3 for p in ("cable", "lte")), groups
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args", [["--pages", "abc"], ["--bogus"], ["--pages", "0"], ["--profiles", "nosuch"]],
+                         ids=["pages-abc", "bogus-option", "pages-0", "unknown-profile"])
+def test_blast_validation_bad_input_one_line(args):
+    """scripts/blast_validation.py: bad input is one line on stderr, exit 2, before anything
+    is started (argparse printed its usage line too; an unknown profile was found only after
+    'testbed timing up' and the pages were written: exit 1)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "blast_validation.py"), *args],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (p.returncode, p.stderr)
+    assert p.stdout == ""

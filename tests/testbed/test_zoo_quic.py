@@ -112,7 +112,7 @@ def test_handshake_tokens_tickets_0rtt(db, zoo):
         if f["value"] == "quic-go" and t["token_format"] in ("ngtcp2", "ngtcp2-retry"):
             # the documented ambiguity (scanners/quic/tokens.py): quic-go's first byte is random,
             # 1 in 256 tokens starts with ngtcp2's magic (0x36 / 0xb6) at a length ngtcp2 uses
-            # too; the CI rehearsal of session 31 drew one. Anything else is a misreading.
+            # too; a CI rehearsal drew one. Anything else is a misreading.
             assert bytes(t["token"])[0] in (0x36, 0xB6), t
             continue
         assert (t["token_format"], t["key_id_len"]) == (f["value"], f["key_id_len"]), t

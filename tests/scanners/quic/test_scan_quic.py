@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, needs_root, run_cli
 
 QUIC_LOG_DIR = Path("/run/netsurvey/testbed/quic")
 
@@ -305,3 +305,22 @@ def test_turnover_lifetimes_and_key_rotation(db, testbed, tmp_path):
     track = list(csv.DictReader((tmp_path / "quic-tracking.csv").open()))
     assert len(track) == len(summary)
     assert {r["token_linkability"] for r in track if r["hostname"] == "notoken.example.test"} == {"no tokens"}
+
+
+@needs_root()
+def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
+    """quic-discover probes a name's addresses together (www.example.test: an IPv4 and an
+    IPv6 address) and asks its HTTPS record "once for all its addresses"
+    (QuicDiscoverScanner._https_rr): both probes missed the cache at the same moment and
+    asked twice (4 DNS questions: A, AAAA, HTTPS, HTTPS)."""
+    from support.sniffing import vantage_capture
+
+    with vantage_capture(tmp_path / "pkts.jsonl") as sn:
+        r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
+                    "quic-discover", "--target", "www.example.test", "--json", dsn=db.dsn, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["counts"] == {"success": 2}, res
+    assert sn.stats["kernel_drops"] == 0
+    questions = [p for p in sn.packets if p.get("dns_id") is not None]
+    assert len(questions) == 3, [(p["dst"], p["dns_id"]) for p in questions]   # A, AAAA, HTTPS

@@ -4,6 +4,11 @@ input is one line and exit 2. The verdicts against real servers are checked on t
 (tests/test_zoo_quic.py::test_zoo_table_quic_rows)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import run_cli
@@ -79,3 +84,105 @@ def test_bad_input_is_one_line_exit_2(db, args):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE kind = 'quic-second-opinion'").fetchone()[0] == 0
+
+
+# An aioquic server offering a preferred_address (RFC 9000 9.6) that is not the target: a
+# hostile server, or one whose operator opted that address out, moves the client there.
+PA_SERVER = r'''
+import asyncio, os, sys
+import aioquic.quic.connection as qc
+from aioquic.asyncio import QuicConnectionProtocol, serve
+from aioquic.quic.events import HandshakeCompleted
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicPreferredAddress
+
+PA = []
+
+class TP(qc.QuicTransportParameters):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if PA:
+            self.preferred_address = PA[0]
+qc.QuicTransportParameters = TP
+plain = qc.QuicConnection._serialize_transport_parameters
+
+def serialize(self):
+    if self._is_client:
+        return plain(self)
+    if not hasattr(self, "_pa"):   # the preferred address's CID has sequence number 1 (RFC 9000 5.1.1)
+        self._pa = qc.QuicConnectionId(os.urandom(8), self._host_cid_seq, os.urandom(16), True)
+        self._host_cid_seq += 1
+        self._host_cids.append(self._pa)
+    PA[:] = [QuicPreferredAddress((sys.argv[3], int(sys.argv[2])), None, self._pa.cid, self._pa.stateless_reset_token)]
+    try:
+        return plain(self)
+    finally:
+        PA.clear()
+qc.QuicConnection._serialize_transport_parameters = serialize
+
+class Closing(QuicConnectionProtocol):   # no HTTP/3: closes 1 s after the handshake, so the client ends
+    def quic_event_received(self, event):
+        if isinstance(event, HandshakeCompleted):
+            asyncio.get_running_loop().call_later(1, lambda: (self._quic.close(), self.transmit()))
+
+async def main():
+    cfg = QuicConfiguration(is_client=False, alpn_protocols=["h3"])
+    cfg.load_cert_chain(sys.argv[4], sys.argv[5])
+    await serve(sys.argv[1], int(sys.argv[2]), configuration=cfg, create_protocol=Closing)
+    print("ready", flush=True)
+    await asyncio.Future()
+asyncio.run(main())
+'''
+
+PA_SINK = r'''
+import socket, sys
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+while True:
+    u.recvfrom(65535)
+    print("datagram", flush=True)
+'''
+
+@pytest.mark.skipif(not Path("/usr/bin/gtlsclient").exists(), reason="ngtcp2-client not installed")
+def test_quic_second_opinion_never_follows_a_preferred_address(db, tmp_path):
+    """ngtcp2's client moves to a server's preferred_address by default (--no-preferred-addr
+    turns it off): quic-second-opinion sent datagrams to an address that is no target."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a network namespace)")
+    import time
+
+    ns, target, other, port = "nsadv31b-q", "198.18.77.1", "198.18.77.2", 4433
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    procs = []
+    try:
+        for argv in (["link", "set", "lo", "up"], ["link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+                     ["link", "set", "d0", "up"], ["link", "set", "d1", "up"],
+                     ["addr", "add", f"{target}/32", "dev", "d0"], ["addr", "add", f"{other}/32", "dev", "d0"]):
+            subprocess.run(["ip", "-n", ns, *argv], check=True)
+        key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(key), "-out", str(cert), "-subj", "/CN=pa.test", "-days", "2",
+                        "-addext", "subjectAltName=DNS:pa.test"], check=True, capture_output=True)
+        server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SERVER, target, str(port), other,
+                                   str(cert), str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sink = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SINK, other, str(port)],
+                                stdout=subprocess.PIPE, text=True)
+        procs = [server, sink]
+        assert server.stdout.readline().strip() == "ready", server.stderr.read()
+        assert sink.stdout.readline().strip() == "ready"
+        r = run_cli("scan", "quic-second-opinion", "--target", f"pa.test={target}", "--port", str(port),
+                    "--timeout", "3", "--json", dsn=db.dsn, netns=ns, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        time.sleep(1)
+        sink.kill()
+        datagrams = sink.stdout.read().count("datagram")
+        with db.connect() as conn:   # the client did reach the target (the check is not vacuous)
+            facts = {f: (v, e) for f, v, e in conn.execute("SELECT fact, value, error FROM quic_second_opinion")}
+        assert facts["vn_versions"][0] and facts["new_token_count"][0] is not None, facts
+        assert datagrams == 0, f"{datagrams} datagrams to {other}, which is no target"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

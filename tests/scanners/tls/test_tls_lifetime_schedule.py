@@ -228,3 +228,33 @@ def test_a_lost_attempt_keeps_the_shard_that_planned_it(db):
                             "ORDER BY 1", (run_id,)).fetchall()
     assert lost == 2 and restored == []
     assert rows == [(0, 41), (1, None)], rows
+
+
+@needs_root()
+def test_resume_of_a_dry_run_is_refused(db, testbed, tmp_path):
+    """`scan tls-lifetime --dry-run` records a cancelled run with its parameters and plan;
+    `--resume` of it ran the whole scan for real under a row that says dry_run (the resume
+    checks refused only 'finished'). Now: exit 2, one line, nothing contacted."""
+    h = _short(testbed)
+    cfg = _config(tmp_path, 20)
+    args = ["--target", f"short.example.test={h['addresses'][0]}", "--max-age", "60", "--step", "5"]
+    p = subprocess.run(_argv(db, cfg, *args, "--dry-run"), capture_output=True, text=True, timeout=60, cwd=REPO)
+    if p.returncode != 0:   # --dry-run may be a global option
+        argv = _argv(db, cfg, *args)
+        argv.insert(argv.index("--config"), "--dry-run")
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run_id, status = _q(db, "SELECT id, status FROM scan_run WHERE kind = 'tls-lifetime'")[0]
+    assert status == "cancelled"
+    second = subprocess.Popen(_argv(db, cfg, "--resume", str(run_id)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    try:
+        _, err = second.communicate(timeout=30)
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.communicate(timeout=30)
+    assert second.returncode == 2 and len(err.strip().splitlines()) == 1 and "dry run" in err, \
+        (second.returncode, err[-2000:])
+    assert _q(db, "SELECT count(*) FROM tls_lifetime_event")[0][0] == 0
+    assert _q(db, "SELECT status FROM scan_run WHERE id = %s", run_id)[0][0] == "cancelled"

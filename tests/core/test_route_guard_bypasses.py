@@ -1,4 +1,5 @@
-"""Session-31 adversary against the off-machine-route guard (tests/test_route_guard.py).
+"""Attempts to get testbed addresses sent off the machine past the off-machine-route guard
+(netsurvey/routes.py; its own tests: tests/core/test_route_guard.py).
 
 Same ground: nsadv31-c's default routes lead into nsadv31-gw (a namespace of this test's, so
 a bypass never leaves the machine); a sniffer on nsadv31-c's veth sees what would have gone
@@ -10,7 +11,14 @@ to a default gateway. Each case sent packets to testbed addresses there on the o
   handshake-timing, browser pageload) sent its DNS questions over the default route;
 * ``scan tfo-lb --resume`` of a run recorded with a testbed --nameserver: 8 questions;
 * routes for only .0 and .255 of a /24: ``--zmap`` sent 256 SYNs (only the two ends were checked);
-* ``browser track`` outside the testbed: 29 connections to testbed addresses (no check at all).
+* ``browser track`` outside the testbed: 29 connections to testbed addresses (no check at all);
+* testssl.sh's start-up probe (``-connect invalid.:443``): 22 DNS questions to a testbed resolver;
+* a page at a routed testbed address naming subresources at unrouted ones: Chromium fetched them.
+
+Also refused there: the Atlas API host and the database at testbed addresses reached by the
+default route; and, with streamed target lists (tls, quic, quic-discover), a resolv.conf
+naming a testbed resolver is refused before any run is opened (the check came only when the
+first batch was resolved: a 'failed' run per command).
 """
 from __future__ import annotations
 
@@ -48,10 +56,8 @@ while True:
     u.sendto(r.to_wire(), peer)
 '''
 
-
 def _ip(*argv, ns=NS_C):
     subprocess.run(["ip", "-n", ns, *argv], check=True, capture_output=True)
-
 
 @pytest.fixture
 def gw_pair():
@@ -84,7 +90,6 @@ def gw_pair():
         for ns in (NS_C, NS_GW):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
-
 @pytest.fixture
 def responder(gw_pair):
     """10.255.255.53 in nsadv31-gw answers *.test; nsadv31-c asks it (its resolv.conf)."""
@@ -96,7 +101,6 @@ def responder(gw_pair):
     yield
     p.kill()
     p.wait()
-
 
 class Sniffer:
     def __init__(self, out: Path):
@@ -115,17 +119,18 @@ class Sniffer:
         return [f"{p['proto']} {p['dst']}:{p.get('dport')}" for p in pkts
                 if p["dst"].startswith(("198.18.77.", "2001:2:0:77:"))]
 
-
 def _cli(db, *args, timeout=120):
     env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
     return subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-m", "netsurvey.cli", *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
-
 def _refused(r, words="default gateway"):
     assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
     assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
 
+def _rows(db, q, *p):
+    with db.connect() as conn:
+        return conn.execute(q, p).fetchall()
 
 @needs_root()
 def test_policy_rule_to_a_default_route(gw_pair, db, tmp_path):
@@ -139,7 +144,6 @@ def test_policy_rule_to_a_default_route(gw_pair, db, tmp_path):
     assert sn.to_testbed() == []
     assert tfo.returncode == 0 and "'blocked': 4" in tfo.stdout, tfo.stdout + tfo.stderr
     _refused(dns)
-
 
 @needs_root()
 def test_resolv_conf_naming_a_testbed_resolver(gw_pair, db, tmp_path):
@@ -159,7 +163,6 @@ def test_resolv_conf_naming_a_testbed_resolver(gw_pair, db, tmp_path):
     for name, r in runs.items():
         _refused(r, "resolv.conf nameserver 198.18.77.53")
 
-
 @needs_root()
 def test_tfo_lb_resume_checks_the_recorded_nameserver(gw_pair, db, tmp_path):
     _ip("route", "add", "198.18.77.0/24", "dev", "ax31a")   # recorded where the resolver was routed
@@ -176,7 +179,6 @@ def test_tfo_lb_resume_checks_the_recorded_nameserver(gw_pair, db, tmp_path):
     assert sn.to_testbed() == []
     _refused(r)
 
-
 @needs_root()
 def test_zmap_range_whose_ends_alone_are_routed(gw_pair, db, tmp_path):
     _ip("route", "add", "198.18.77.0/32", "dev", "ax31a")
@@ -188,7 +190,6 @@ def test_zmap_range_whose_ends_alone_are_routed(gw_pair, db, tmp_path):
     _refused(tfo)
     _refused(quic)
 
-
 @needs_root()
 def test_browser_track_outside_the_testbed(responder, testbed, db, tmp_path):
     """The testbed is up (its ground truth names the servers), but this namespace reaches
@@ -197,7 +198,6 @@ def test_browser_track_outside_the_testbed(responder, testbed, db, tmp_path):
     r = _cli(db, "browser", "track", "--test", "lifetime", "--wait", "1", timeout=200)
     assert sn.to_testbed() == []
     _refused(r)
-
 
 @needs_root()
 def test_atlas_api_host_over_the_default_route(responder, db, tmp_path, monkeypatch):
@@ -214,7 +214,6 @@ def test_atlas_api_host_over_the_default_route(responder, db, tmp_path, monkeypa
     for r in runs:
         _refused(r)
 
-
 @needs_root()
 def test_database_at_a_testbed_address_over_the_default_route(gw_pair, tmp_path):
     sn = Sniffer(tmp_path / "p.jsonl")
@@ -227,7 +226,6 @@ def test_database_at_a_testbed_address_over_the_default_route(gw_pair, tmp_path)
     assert sn.to_testbed() == []
     for r in runs:
         _refused(r)
-
 
 @needs_root()
 def test_testssl_start_up_asks_no_resolver(gw_pair, db, tmp_path):
@@ -243,7 +241,6 @@ def test_testssl_start_up_asks_no_resolver(gw_pair, db, tmp_path):
         sent = sn.to_testbed()
     assert sent == []
     assert r.returncode == 0 and "blocked 1" in r.stdout, r.stdout + r.stderr
-
 
 @needs_root()
 def test_browser_subresources_over_the_default_route(gw_pair, db, tmp_path):
@@ -273,29 +270,17 @@ def test_browser_subresources_over_the_default_route(gw_pair, db, tmp_path):
     assert sent == []
     _refused(r)
 
-
-def test_rules_and_ranges_as_the_kernel_picks():
-    """routes.py without namespaces: rules in priority order, selectors it cannot judge."""
-    import ipaddress as ipa
-
-    from netsurvey.routes import STOCK_RULES, Route, RouteTable, Rule
-
-    n, a = ipa.ip_network, ipa.ip_address
-    routes = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"),
-              Route(n("198.18.77.0/24"), "unicast", "tb0", ""),
-              Route(n("0.0.0.0/0"), "unicast", "wg0", "", table="51820")]
-    # wg-quick: 'not fwmark lookup 51820' (may apply) before main -> counts as leaving
-    wg = {4: [Rule(0, "lookup", "local"), Rule(32764, "lookup", "main", suppress_prefixlen=0),
-              Rule(32765, "lookup", "51820", definite=False), *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
-    assert RouteTable(routes).via_default(a("198.18.77.5")) is False
-    assert RouteTable(routes, wg).via_default(a("198.18.77.5")) is False   # main's /24 is not suppressed
-    assert RouteTable(routes, wg).via_default(a("198.18.78.5")) is True
-    to_default = {4: [Rule(0, "lookup", "local"), Rule(100, "lookup", "51820", n("198.18.77.0/24")),
-                      *STOCK_RULES[1:]], 6: list(STOCK_RULES)}
-    assert RouteTable(routes, to_default).via_default(a("198.18.77.5")) is True
-    assert RouteTable(routes, {4: [Rule(5, "goto", "")], 6: []}).via_default(a("198.18.77.5")) is True
-    ends = [Route(n("0.0.0.0/0"), "unicast", "eth0", "192.0.2.1"), Route(n("198.18.77.0/32"), "unicast", "tb0", ""),
-            Route(n("198.18.77.255/32"), "unicast", "tb0", "")]
-    assert RouteTable(ends).range_via_default(n("198.18.77.0/24")) is True
-    assert RouteTable(routes).range_via_default(n("198.18.77.0/24")) is False
-    assert RouteTable(routes).range_via_default(n("198.18.76.0/23")) is True
+@needs_root()
+def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path):
+    """resolv.conf naming a testbed resolver this namespace reaches by its default route:
+    the hostname scans are refused as bad input - one line, exit 2 - and nothing is written.
+    Streamed, the check came only when the first batch was resolved, after the run was
+    opened: a 'failed' scan_run per command."""
+    RESOLV.parent.mkdir(parents=True, exist_ok=True)
+    RESOLV.write_text("nameserver 198.18.77.53\n")
+    (tmp_path / "l.csv").write_text("1,a.test\n2,b.test\n")
+    assert _cli(db, "targets", "import", "--list", "adv", str(tmp_path / "l.csv")).returncode == 0
+    for argv in (("tls", "--list", "adv", "--timeout", "1"), ("quic", "--list", "adv", "--timeout", "1s"),
+                 ("quic-discover", "--list", "adv"), ("tls", "--target", "a.test")):
+        _refused(_cli(db, "scan", *argv), "resolv.conf nameserver 198.18.77.53")
+    assert _rows(db, "SELECT id, kind, status FROM scan_run") == []

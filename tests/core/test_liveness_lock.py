@@ -1,4 +1,7 @@
-"""Adversary (session 32, second pass) on the run liveness lock (runs.hold_run)."""
+"""The run liveness lock (netsurvey/runs.py hold_run): a run still being run by one process
+is not resumed by another, also after the lock's own session was dropped; runs started and
+ended in one process leave no lock behind; a resume reads the run's status again under the
+lock."""
 from __future__ import annotations
 
 import os
@@ -12,7 +15,6 @@ from conftest import REPO, needs_root
 from support.tls_lifetime import _argv, _config, _q, _short
 
 pytestmark = pytest.mark.timeout(240)
-
 
 @needs_root()
 def test_resume_refused_after_the_liveness_session_dropped(db, testbed, tmp_path):
@@ -53,7 +55,6 @@ def test_resume_refused_after_the_liveness_session_dropped(db, testbed, tmp_path
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate(timeout=30)
 
-
 def test_runs_in_one_process_leave_no_liveness_lock(db):
     """A long-lived process (jobs worker, an in-process CLI sequence) starting and ending runs
     keeps no advisory lock: also not for a run it started, failed without ending (an exception
@@ -74,7 +75,6 @@ def test_runs_in_one_process_leave_no_liveness_lock(db):
     run.finish()
     assert held() == 0
 
-
 def test_resume_reads_the_status_again_under_the_lock(db):
     """The resume commands read the run's status, then take its lock: a run its process
     finished in between (status 'finished', lock let go) was resumed, set 'running' again and
@@ -89,33 +89,3 @@ def test_resume_reads_the_status_again_under_the_lock(db):
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
                             (RUN_LIVENESS_KEY,)).fetchone()[0] == 0
-
-
-@needs_root()
-def test_resume_of_a_dry_run_is_refused(db, testbed, tmp_path):
-    """`scan tls-lifetime --dry-run` records a cancelled run with its parameters and plan;
-    `--resume` of it ran the whole scan for real under a row that says dry_run (the resume
-    checks refused only 'finished'). Now: exit 2, one line, nothing contacted."""
-    h = _short(testbed)
-    cfg = _config(tmp_path, 20)
-    args = ["--target", f"short.example.test={h['addresses'][0]}", "--max-age", "60", "--step", "5"]
-    p = subprocess.run(_argv(db, cfg, *args, "--dry-run"), capture_output=True, text=True, timeout=60, cwd=REPO)
-    if p.returncode != 0:   # --dry-run may be a global option
-        argv = _argv(db, cfg, *args)
-        argv.insert(argv.index("--config"), "--dry-run")
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert p.returncode == 0, p.stderr[-2000:]
-    run_id, status = _q(db, "SELECT id, status FROM scan_run WHERE kind = 'tls-lifetime'")[0]
-    assert status == "cancelled"
-    second = subprocess.Popen(_argv(db, cfg, "--resume", str(run_id)), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
-    try:
-        _, err = second.communicate(timeout=30)
-    finally:
-        if second.poll() is None:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.communicate(timeout=30)
-    assert second.returncode == 2 and len(err.strip().splitlines()) == 1 and "dry run" in err, \
-        (second.returncode, err[-2000:])
-    assert _q(db, "SELECT count(*) FROM tls_lifetime_event")[0][0] == 0
-    assert _q(db, "SELECT status FROM scan_run WHERE id = %s", run_id)[0][0] == "cancelled"

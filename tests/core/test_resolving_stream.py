@@ -1,5 +1,6 @@
-"""Session-32 adversary against the streamed target lists of `scan tls` / `scan quic` /
-`quic-discover` (netsurvey.scanning.NameStream / ResolvingStream, issue 26).
+"""The streamed target lists of `scan tls` / `scan quic` / `quic-discover`
+(netsurvey.scanning.NameStream / ResolvingStream, issue 26) on a ground of their own; the
+same on the shared testbed: tests/core/test_stream_tls_quic.py.
 
 Ground of its own: namespace nsadv32 with a DNS responder on 127.0.0.1 (its resolv.conf)
 that answers ``fast*`` names at once, ``slow*`` names after 1.5 s and never answers
@@ -30,7 +31,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root, run_cli
-from test_adv_s31 import gw_pair  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -114,14 +114,11 @@ SMALL = ("import runpy, sys; import netsurvey.scanning as s, netsurvey.spread as
          "s.RESOLVE_BATCH = 4; w.WINDOW = 4; "
          "sys.argv = ['netsurvey'] + sys.argv[1:]; runpy.run_module('netsurvey.cli', run_name='__main__')")
 
-
 def _ip(*argv):
     subprocess.run(["ip", "-n", NS, *argv], check=True, capture_output=True)
 
-
 def _log(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-
 
 @pytest.fixture
 def ground(tmp_path):
@@ -155,13 +152,11 @@ def ground(tmp_path):
             RESOLV.parent.rmdir()
         subprocess.run(["ip", "netns", "del", NS], capture_output=True)
 
-
 def _import(db, tmp_path, names, name):
     f = tmp_path / f"{name}.csv"
     f.write_text("".join(f"{i},{h}\n" for i, h in enumerate(names, 1)))
     r = run_cli("targets", "import", str(f), "--list", name, dsn=db.dsn)
     assert r.returncode == 0, r.stderr
-
 
 def _popen(db, *args, small=True):
     env = dict(os.environ, NETSURVEY_DSN=db.dsn, PYTHONPATH=str(REPO))
@@ -169,14 +164,11 @@ def _popen(db, *args, small=True):
     return subprocess.Popen(["ip", "netns", "exec", NS, *head, *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-
 def _rows(db, q, *p):
     with db.connect() as conn:
         return conn.execute(q, p).fetchall()
 
-
 TLS_ARGS = ("--tls", "1.3", "--no-check-resumption", "--no-ipv6", "--no-verify", "--timeout", "1", "--json")
-
 
 @needs_root()
 def test_handshakes_in_flight_while_the_next_batch_resolves(ground, db, tmp_path):
@@ -199,7 +191,6 @@ def test_handshakes_in_flight_while_the_next_batch_resolves(ground, db, tmp_path
         assert status == "success" and ms < 1000, (h, status, ms, got)
     served = [e for e in _log(tls_log) if e["event"] == "handshake"]
     assert len(served) == 8, served
-
 
 @needs_root()
 def test_sigterm_while_a_batch_resolves(ground, db, tmp_path):
@@ -233,12 +224,10 @@ def test_sigterm_while_a_batch_resolves(ground, db, tmp_path):
     assert {h: s for h, s in got.items() if h.startswith("fast")} == \
         {f"fast{i}.adv32.test": "success" for i in range(4)}, got
 
-
 def _run(db, *args, timeout=120):
     p = _popen(db, *args, small=False)
     out, err = p.communicate(timeout=timeout)
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
-
 
 @needs_root()
 def test_quic_top_without_list_and_dry_runs_ask_nothing(ground, db, tmp_path):
@@ -260,7 +249,6 @@ def test_quic_top_without_list_and_dry_runs_ask_nothing(ground, db, tmp_path):
     asked = [q["name"] for q in _log(dns_log)]
     assert asked == [], f"dry runs asked the resolver {len(asked)} questions: {asked}"
 
-
 @needs_root()
 def test_resolution_errors_keep_their_reason(ground, db, tmp_path):
     """NXDOMAIN and a resolver that never answers: one resolution-failed row each, counted
@@ -277,58 +265,6 @@ def test_resolution_errors_keep_their_reason(ground, db, tmp_path):
         assert counts.get("resolution-failed") == 2, (cmd, res)
         got = _rows(db, f"SELECT hostname, status, error FROM {table} WHERE run_id = %s", res["run_id"])
         assert sorted((h, e) for h, s, e in got if s == "resolution-failed") == sorted(want.items()), (cmd, got)
-
-
-def _quic_state(db, tmp_path, run_id) -> dict:
-    import csv
-
-    from analysis.figures import render
-
-    render(db, "quic-state", tmp_path / "fig", runs=[run_id])
-    return {r["addresses_with"]: (r["addresses"], r["share_of_handshakes"])
-            for r in csv.DictReader((tmp_path / "fig" / "quic-state.csv").open())}
-
-
-@needs_root()
-def test_quic_state_counts_addresses_probed(db, testbed, tmp_path):
-    """`plot quic-state`'s "probed" row counts addresses contacted: not a name that did not
-    resolve (no address) nor a blocked address (never contacted) - the old figure counted
-    every fresh row, 2 more here. A run without revisits (--no-resume) says nothing about
-    revisits instead of "0 resumed, share 0"."""
-    gt = {h["hostname"]: h for h in testbed.status()["ground_truth"]["quic_hosts"]}
-    addrs = gt["www.example.test"]["addresses"]
-    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
-                "--target", "www.example.test", "--target", "nxdomain.example.test", "--target", "192.0.2.1",
-                "--no-resume", "--timeout", "2s", "--json", dsn=db.dsn, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
-    st = dict(_rows(db, "SELECT status, count(*) FROM quic_connection WHERE run_id = %s GROUP BY 1", run_id))
-    assert st == {"success": len(addrs), "resolution-failed": 1, "blocked": 1}, st
-    got = _quic_state(db, tmp_path, run_id)
-    assert got["probed"] == (str(len(addrs)), ""), got
-    assert got["handshake succeeded"] == (str(len(addrs)), "1.0"), got
-    assert got["revisit resumed the session (ticket accepted)"] == ("", ""), got
-    assert got["revisit's 0-RTT data accepted"] == ("", ""), got
-
-
-
-@needs_root()
-def test_resolv_conf_over_the_default_route_writes_nothing(gw_pair, db, tmp_path):
-    """resolv.conf naming a testbed resolver this namespace reaches by its default route:
-    the hostname scans are refused as bad input - one line, exit 2 - and nothing is written.
-    Streamed, the check came only when the first batch was resolved, after the run was
-    opened: a 'failed' scan_run per command."""
-    from test_adv_s31 import RESOLV as RESOLV31, _cli, _refused
-
-    RESOLV31.parent.mkdir(parents=True, exist_ok=True)
-    RESOLV31.write_text("nameserver 198.18.77.53\n")
-    (tmp_path / "l.csv").write_text("1,a.test\n2,b.test\n")
-    assert _cli(db, "targets", "import", "--list", "adv", str(tmp_path / "l.csv")).returncode == 0
-    for argv in (("tls", "--list", "adv", "--timeout", "1"), ("quic", "--list", "adv", "--timeout", "1s"),
-                 ("quic-discover", "--list", "adv"), ("tls", "--target", "a.test")):
-        _refused(_cli(db, "scan", *argv), "resolv.conf nameserver 198.18.77.53")
-    assert _rows(db, "SELECT id, kind, status FROM scan_run") == []
-
 
 @needs_root()
 def test_probing_overlaps_resolution_with_the_default_window(ground, db, tmp_path):
@@ -351,7 +287,6 @@ def test_probing_overlaps_resolution_with_the_default_window(ground, db, tmp_pat
     assert first_accept < slow_asked + 1.0, \
         f"first handshake {first_accept - slow_asked:.2f} s after slow0..3 were asked"
 
-
 @needs_root()
 def test_dry_run_plan_judges_a_bracketed_address(ground, db, tmp_path):
     """`scan tls --target [2001:db8::2]`: the run resolves the bracketed literal to itself and
@@ -362,42 +297,3 @@ def test_dry_run_plan_judges_a_bracketed_address(ground, db, tmp_path):
     assert _log(ground[0]) == []
     r = _run(db, "scan", "tls", "--target", "[2001:db8::2]", *[a for a in TLS_ARGS if a != "--no-ipv6"])
     assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1]).get("blocked") == 1, r.stdout
-
-
-@needs_root()
-def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
-    """quic-discover probes a name's addresses together (www.example.test: an IPv4 and an
-    IPv6 address) and asks its HTTPS record "once for all its addresses"
-    (QuicDiscoverScanner._https_rr): both probes missed the cache at the same moment and
-    asked twice (4 DNS questions: A, AAAA, HTTPS, HTTPS)."""
-    from support.sniffing import vantage_capture
-
-    with vantage_capture(tmp_path / "pkts.jsonl") as sn:
-        r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan",
-                    "quic-discover", "--target", "www.example.test", "--json", dsn=db.dsn, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res["counts"] == {"success": 2}, res
-    assert sn.stats["kernel_drops"] == 0
-    questions = [p for p in sn.packets if p.get("dns_id") is not None]
-    assert len(questions) == 3, [(p["dst"], p["dns_id"]) for p in questions]   # A, AAAA, HTTPS
-
-
-@needs_root()
-def test_quic_state_counts_a_pair_probed_twice_once(db, testbed, tmp_path):
-    """A name in the list and given with --target is probed twice in one run; quic-state
-    counts addresses ("distinct (hostname, address) pairs", its comment says): the old
-    figure counted rows, 4 handshakes for www.example.test's 2 addresses."""
-    gt = {h["hostname"]: h for h in testbed.status()["ground_truth"]["quic_hosts"]}
-    n = len(gt["www.example.test"]["addresses"])
-    f = tmp_path / "l.csv"
-    f.write_text("1,www.example.test\n")
-    assert run_cli("targets", "import", str(f), "--list", "twice", dsn=db.dsn).returncode == 0
-    r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
-                "--list", "twice", "--target", "www.example.test", "--timeout", "2s", "--json", dsn=db.dsn, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
-    got = _quic_state(db, tmp_path, run_id)
-    assert got["probed"] == (str(n), ""), got
-    assert got["handshake succeeded"] == (str(n), "1.0"), got
-    assert got["revisit resumed the session (ticket accepted)"] == (str(n), "1.0"), got

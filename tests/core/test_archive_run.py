@@ -1,12 +1,13 @@
-"""Session-31 second adversary against this session's merges (db archive-run and run
-partitions, targets streamed from the DB, tls/quic second opinions, browser track,
-quic-turnover). Each test failed on the code before its fix."""
+"""`netsurvey db archive-run` (export one run; with --drop, detach and drop its partitions)
+where it can go wrong: a table without ON DELETE CASCADE, odd --out paths, a queued run, a
+late writer committing while the drop waits, the writer role, a running scan's open
+transaction. Each test failed on the code before its fix. The plain export-then-drop is in
+tests/core/test_partitions.py."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,33 +17,10 @@ from conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.timeout(300)]
 
-
 def _has_roles(db) -> bool:
     with db.connect() as conn:
         return conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN "
                             "('netsurvey_reader', 'netsurvey_writer')").fetchone()[0] == 2
-
-
-def test_reader_role_cannot_create_partitions(db):
-    """ensure_run_partitions() is SECURITY DEFINER (owner's rights) and PUBLIC could execute it:
-    the read-only role created and attached tables in run_partitions (a write, as the owner)."""
-    if not _has_roles(db):
-        pytest.skip("a server without netsurvey's roles")
-    reader = make_conninfo(db.dsn, user="netsurvey_reader")
-    with psycopg.connect(reader, autocommit=True) as conn:
-        conn.execute("SET default_transaction_read_only = off")   # a role setting: the role may change it
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SELECT ensure_run_partitions(424242)")
-    with db.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE '%%\\_r424242'").fetchone()[0] == 0
-    # the writer still starts runs and gets their partitions (through the trigger)
-    writer = make_conninfo(db.dsn, user="netsurvey_writer")
-    with psycopg.connect(writer) as conn:
-        run = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
-        conn.commit()
-        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
-                            (f"tfo_probe_r{run}",)).fetchone()[0] == 1
-
 
 def test_archive_drop_of_a_handshake_timing_run(db, tmp_path):
     """handshake_timing.run_id references scan_run without ON DELETE CASCADE."""
@@ -60,13 +38,11 @@ def test_archive_drop_of_a_handshake_timing_run(db, tmp_path):
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM handshake_timing_sample").fetchone()[0] == 0
 
-
 def _only_line(r) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     return lines[0]
-
 
 @pytest.mark.parametrize("case", ["below-file", "dangling-link", "link-loop", "name-too-long"])
 def test_archive_run_odd_out_is_one_line_exit_2(db, tmp_path, case):
@@ -87,7 +63,6 @@ def test_archive_run_odd_out_is_one_line_exit_2(db, tmp_path, case):
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (run,)).fetchone()[0] == 1
 
-
 def test_archive_drop_refuses_a_queued_run(db, tmp_path):
     """A queued run (--shards N before its first shard, a campaign between rounds) has not
     ended: --drop deleted it, and its shards/rounds still to come."""
@@ -101,7 +76,6 @@ def test_archive_drop_refuses_a_queued_run(db, tmp_path):
     assert not (tmp_path / "a").exists()
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (run,)).fetchone()[0] == 1
-
 
 def test_archive_drop_never_drops_rows_committed_after_the_export(db, tmp_path):
     """A late writer (a stalled shard of a run already marked failed, a late outcome) holds an
@@ -139,143 +113,6 @@ def test_archive_drop_never_drops_rows_committed_after_the_export(db, tmp_path):
     assert kept == 1 or "late.test" in exported, f"the late row is lost (exit {p.returncode}, {err!r})"
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "nothing dropped" in err, err
 
-
-# An aioquic server offering a preferred_address (RFC 9000 9.6) that is not the target: a
-# hostile server, or one whose operator opted that address out, moves the client there.
-PA_SERVER = r'''
-import asyncio, os, sys
-import aioquic.quic.connection as qc
-from aioquic.asyncio import QuicConnectionProtocol, serve
-from aioquic.quic.events import HandshakeCompleted
-from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.packet import QuicPreferredAddress
-
-PA = []
-
-class TP(qc.QuicTransportParameters):
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        if PA:
-            self.preferred_address = PA[0]
-qc.QuicTransportParameters = TP
-plain = qc.QuicConnection._serialize_transport_parameters
-
-def serialize(self):
-    if self._is_client:
-        return plain(self)
-    if not hasattr(self, "_pa"):   # the preferred address's CID has sequence number 1 (RFC 9000 5.1.1)
-        self._pa = qc.QuicConnectionId(os.urandom(8), self._host_cid_seq, os.urandom(16), True)
-        self._host_cid_seq += 1
-        self._host_cids.append(self._pa)
-    PA[:] = [QuicPreferredAddress((sys.argv[3], int(sys.argv[2])), None, self._pa.cid, self._pa.stateless_reset_token)]
-    try:
-        return plain(self)
-    finally:
-        PA.clear()
-qc.QuicConnection._serialize_transport_parameters = serialize
-
-class Closing(QuicConnectionProtocol):   # no HTTP/3: closes 1 s after the handshake, so the client ends
-    def quic_event_received(self, event):
-        if isinstance(event, HandshakeCompleted):
-            asyncio.get_running_loop().call_later(1, lambda: (self._quic.close(), self.transmit()))
-
-async def main():
-    cfg = QuicConfiguration(is_client=False, alpn_protocols=["h3"])
-    cfg.load_cert_chain(sys.argv[4], sys.argv[5])
-    await serve(sys.argv[1], int(sys.argv[2]), configuration=cfg, create_protocol=Closing)
-    print("ready", flush=True)
-    await asyncio.Future()
-asyncio.run(main())
-'''
-
-PA_SINK = r'''
-import socket, sys
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((sys.argv[1], int(sys.argv[2])))
-print("ready", flush=True)
-while True:
-    u.recvfrom(65535)
-    print("datagram", flush=True)
-'''
-
-
-@pytest.mark.skipif(not Path("/usr/bin/gtlsclient").exists(), reason="ngtcp2-client not installed")
-def test_quic_second_opinion_never_follows_a_preferred_address(db, tmp_path):
-    """ngtcp2's client moves to a server's preferred_address by default (--no-preferred-addr
-    turns it off): quic-second-opinion sent datagrams to an address that is no target."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (a network namespace)")
-    import time
-
-    ns, target, other, port = "nsadv31b-q", "198.18.77.1", "198.18.77.2", 4433
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    procs = []
-    try:
-        for argv in (["link", "set", "lo", "up"], ["link", "add", "d0", "type", "veth", "peer", "name", "d1"],
-                     ["link", "set", "d0", "up"], ["link", "set", "d1", "up"],
-                     ["addr", "add", f"{target}/32", "dev", "d0"], ["addr", "add", f"{other}/32", "dev", "d0"]):
-            subprocess.run(["ip", "-n", ns, *argv], check=True)
-        key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                        "-keyout", str(key), "-out", str(cert), "-subj", "/CN=pa.test", "-days", "2",
-                        "-addext", "subjectAltName=DNS:pa.test"], check=True, capture_output=True)
-        server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SERVER, target, str(port), other,
-                                   str(cert), str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sink = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PA_SINK, other, str(port)],
-                                stdout=subprocess.PIPE, text=True)
-        procs = [server, sink]
-        assert server.stdout.readline().strip() == "ready", server.stderr.read()
-        assert sink.stdout.readline().strip() == "ready"
-        r = run_cli("scan", "quic-second-opinion", "--target", f"pa.test={target}", "--port", str(port),
-                    "--timeout", "3", "--json", dsn=db.dsn, netns=ns, timeout=120)
-        assert r.returncode == 0, r.stderr[-2000:]
-        time.sleep(1)
-        sink.kill()
-        datagrams = sink.stdout.read().count("datagram")
-        with db.connect() as conn:   # the client did reach the target (the check is not vacuous)
-            facts = {f: (v, e) for f, v, e in conn.execute("SELECT fact, value, error FROM quic_second_opinion")}
-        assert facts["vn_versions"][0] and facts["new_token_count"][0] is not None, facts
-        assert datagrams == 0, f"{datagrams} datagrams to {other}, which is no target"
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-@pytest.mark.parametrize("argv", [
-    ["scan", "quic-second-opinion", "--target", "a.test=198.18.0.5", "--timeout", "inf"],
-    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--timeout", "inf"],
-    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--client", "testssl", "--testssl-timeout", "inf"],
-    ["scan", "tls-second-opinion", "--target", "a.test=198.18.0.5", "--client", "sslyze", "--sslyze-timeout", "inf"],
-], ids=["quic-timeout-inf", "gnutls-timeout-inf", "testssl-timeout-inf", "sslyze-timeout-inf"])
-def test_second_opinion_infinite_timeouts_are_bad_input(db, routes_ns, argv):
-    """'inf' passed 'must be positive' (not inf > 0 is False): a dry run accepted it, and a real
-    run raised OverflowError in int(timeout) for every target (the clients' own timeouts)."""
-    with db.connect() as conn:
-        runs = conn.execute("SELECT count(*) FROM scan_run").fetchone()[0]
-    line = _only_line(run_cli(*argv, "--dry-run", dsn=db.dsn, netns=routes_ns))
-    assert "timeout" in line and "finite" in line, line
-    with db.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM scan_run").fetchone()[0] == runs
-
-
-def test_ensure_run_partitions_reads_no_temp_table(db):
-    """The SECURITY DEFINER function read run_partitioned unqualified with pg_temp searched
-    first: a session's temporary table of that name chose, with the owner's rights, which
-    tables it partitioned (an empty one: a run without partitions, whose rows then fail)."""
-    if not _has_roles(db):
-        pytest.skip("a server without netsurvey's roles")
-    writer = make_conninfo(db.dsn, user="netsurvey_writer")
-    with psycopg.connect(writer) as conn:
-        conn.execute("CREATE TEMP TABLE run_partitioned (table_name text, time_column text)")
-        conn.execute("GRANT SELECT ON run_partitioned TO netsurvey_owner")   # its own table: it may
-        run = conn.execute("INSERT INTO scan_run (kind) VALUES ('dns-ttl') RETURNING id").fetchone()[0]
-        conn.commit()
-        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s",
-                            (f"tfo_probe_r{run}",)).fetchone()[0] == 1
-
-
 def test_archive_run_as_writer(db, tmp_path):
     """As the writer (the workers' DSN) archive-run counted rows in run_partitions.<part>, a
     schema only the owner may use: an internal error, also without --drop. Now it archives;
@@ -296,7 +133,6 @@ def test_archive_run_as_writer(db, tmp_path):
     assert (tmp_path / "a" / "manifest.json").exists()
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (run,)).fetchone()[0] == 1
-
 
 def test_archive_drop_does_not_stall_a_running_scan(db, tmp_path):
     """A shard writes all its rows in one transaction. archive-run --drop of an old run
@@ -347,31 +183,3 @@ def test_archive_drop_does_not_stall_a_running_scan(db, tmp_path):
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "nothing dropped" in err, err
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) FROM scan_run WHERE id = %s", (old,)).fetchone()[0] == 1
-
-
-def test_connect_gate_library_planted_by_another_user_is_not_preloaded(tmp_path, monkeypatch):
-    """gate_library() returned any existing <cache>/netsurvey/connectgate-<tag>.so: with the
-    cache in a shared directory another local user could plant the library that root then
-    LD_PRELOADs into testssl.sh and every process it starts."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (a file of another user)")
-    sys.path.insert(0, str(REPO))
-    from scanners.tls_second_opinion import testssl
-
-    cache = tmp_path / "shared"
-    cache.mkdir()
-    cache.chmod(0o1777)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    import hashlib
-    tag = hashlib.sha256(testssl.GATE_SOURCE.read_bytes()).hexdigest()[:12]
-    (cache / "netsurvey").mkdir()
-    (cache / "netsurvey").chmod(0o777)
-    planted = cache / "netsurvey" / f"connectgate-{tag}.so"
-    planted.write_bytes(b"not the gate")
-    os.chown(planted, 65534, 65534)
-    lib = testssl.gate_library()
-    assert lib.read_bytes() != b"not the gate"
-    st = lib.stat()
-    assert st.st_uid == os.geteuid() and not st.st_mode & 0o022
-    parent = lib.parent.stat()
-    assert parent.st_uid == os.geteuid() and not parent.st_mode & 0o022
