@@ -29,6 +29,7 @@ from ripe.atlas.cousteau import (AtlasCreateRequest, AtlasResultsRequest, AtlasS
 from ripe.atlas.sagan import DnsResult, PingResult, Result  # noqa: E402
 
 from conftest import REPO  # noqa: E402
+
 sys.path.insert(0, str(REPO))
 
 from testbed.atlas_api import (DEFAULT_FIXTURES, atlas_ground_truth, ping_series,  # noqa: E402

@@ -55,7 +55,7 @@ def test_lifetime_hint_and_vhost_verdicts(db, testbed, tmp_path):
                              (out["run_id"],)).fetchone()
         assert table == ("lifetime", "tls13-psk", "viable", wait)
         # from the shared vantage: no delay line recorded, and the servers saw no delay (the
-        # control of tests/test_browser_tracking_delay.py, where they see the profile's RTT)
+        # control of tests/browser_probes/test_browser_tracking_delay.py, where they see the profile's RTT)
         assert conn.execute("SELECT DISTINCT link_profile FROM browser_track_verdict WHERE run_id=%s",
                             (out["run_id"],)).fetchall() == [(None,)]
         seen = [r[0] for r in conn.execute("SELECT handshake_rtt_ms FROM browser_track_connection WHERE run_id=%s",

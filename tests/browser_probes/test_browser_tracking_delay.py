@@ -28,9 +28,9 @@ def _track(db, *args: str, timeout: float = 300) -> dict:
 
 def test_chromium_verdicts_unchanged_under_cable_and_the_servers_saw_its_rtt(db, testbed, tmp_path):
     """Chromium, lifetime + hint under 'cable' (20 ms RTT): the verdicts of the fast test
-    without delay (tests/test_browser_tracking.py), every verdict labelled with the profile,
+    without delay (tests/browser_probes/test_browser_tracking.py), every verdict labelled with the profile,
     every observed TCP handshake's server-side RTT >= 20 ms (without the line < 5 ms:
-    tests/test_browser_tracking.py, the same experiment from the shared vantage)."""
+    tests/browser_probes/test_browser_tracking.py, the same experiment from the shared vantage)."""
     truth = testbed.status()["ground_truth"]
     cable = next(p for p in truth["profiles"]["definitions"] if p["name"] == "cable")
     out = _track(db, "--browser", "chromium", "--test", "lifetime", "--test", "hint", "--profile", "cable")

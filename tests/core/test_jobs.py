@@ -1,6 +1,6 @@
 """Sharded scans through procrastinate workers: exactly once, SIGKILL, database restart,
 periodic tasks, cancel. Workers run the real CLI inside the testbed's vantage namespace and
-a real scanner (tests/plugins/tcp_connect_scan.py) against the testbed's scale range."""
+a real scanner (tests/support/plugins/tcp_connect_scan.py) against the testbed's scale range."""
 from __future__ import annotations
 
 import json

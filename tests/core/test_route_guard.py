@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, needs_root
-from support.sniffing import SNIFFER
 from netsurvey.routes import Route, RouteTable
+from support.sniffing import SNIFFER
 
 pytestmark = [pytest.mark.timeout(240)]
 

@@ -31,13 +31,14 @@ def test_scaffold_touches_three_places_and_its_test_passes(tmp_path, server_dsn)
     after = {p.relative_to(co) for p in co.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     added = sorted(str(p) for p in after - before)
     assert [a for a in added if not a.startswith("scanners/echo_probe/")] == [
-        next(a for a in added if a.startswith("schema/")), "tests/test_scan_echo_probe.py"]
+        next(a for a in added if a.startswith("schema/")), "tests/scanners/echo_probe/test_scan_echo_probe.py"]
     assert len([a for a in added if a.startswith("schema/")]) == 1
     # the new measurement is declared, shows the shared options, and its own test passes
     h = subprocess.run([sys.executable, "-m", "netsurvey.cli", "scan", "echo-probe", "--help"], cwd=co, env=env,
                        capture_output=True, text=True, timeout=120)
     assert h.returncode == 0 and all(o in h.stdout for o in ("--dry-run", "--shards", "--procs")), h.stdout
-    t = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_scan_echo_probe.py"],
+    t = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/scanners/echo_probe/test_scan_echo_probe.py"],
                        cwd=co, env=env, capture_output=True, text=True, timeout=600)
     assert t.returncode == 0, t.stdout[-3000:] + t.stderr[-2000:]
     assert "2 passed" in t.stdout

@@ -2,7 +2,7 @@
 (netsurvey.scanning.ResolvingStream) instead of resolving the whole list before the first
 handshake, and their dry runs resolve nothing.
 
-Seen from outside: tests/sniffer.py on the testbed vantage's bridge records the DNS questions
+Seen from outside: tests/support/sniffer.py on the testbed vantage's bridge records the DNS questions
 to the testbed resolver and the SYNs to the TLS host. Before streams, every question of the
 list went out before the first SYN (and `scan quic --dry-run` asked the resolver for every
 name)."""

@@ -15,7 +15,7 @@ Topology (all the test's own, nothing shared is touched; removed at the end):
   socket).
 
 The campaign: ``schedule start`` of a 2 rounds x 1 s entry of ``scan vantage-probe``
-(tests/plugins/vantage_probe_scan.py: one TCP connect per target, odd ranks IPv4, even
+(tests/support/plugins/vantage_probe_scan.py: one TCP connect per target, odd ranks IPv4, even
 ranks IPv6) in 4 shards. The rows' round and vantage come from their ``shard_id``
 (schema/0115_row_vantage.sql)."""
 from __future__ import annotations

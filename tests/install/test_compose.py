@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO as ROOT  # noqa: E402
+from conftest import REPO as ROOT
+
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 BUILD_SCRIPT = ROOT / "scripts" / "build_go_tools.sh"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO as ROOT  # noqa: E402
+from conftest import REPO as ROOT
+
 PROJECT = "netsurvey-e2e"
 pytestmark = [
     pytest.mark.slow,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO as ROOT  # noqa: E402
+from conftest import REPO as ROOT
+
 LOCKS = {n: ROOT / n for n in ("requirements.lock", "requirements-test.lock", "requirements-fuzz.lock")}
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 

@@ -1,7 +1,7 @@
 """The promise matrix (issue 20): for every measurement that contacts the network, the
 README's promises are checked from outside the code, on the testbed.
 
-A sniffer (tests/sniffer.py: AF_PACKET, root) runs inside the vantage namespace and records
+A sniffer (tests/support/sniffer.py: AF_PACKET, root) runs inside the vantage namespace and records
 every IP packet the vantage sends on the testbed bridge while the command runs. Per
 measurement:
 
@@ -235,11 +235,11 @@ CASES: dict[str, Case] = {
                                  for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
     # the browser's revisit timing (issue 25) runs only in the timing testbed's vantage
     # (nstt-vantage, behind the delay line), which this lab cannot reach: its dry run and a
-    # blocked server are checked by a sniffer on the timing link in tests/test_browser_revisit.py
+    # blocked server are checked by a sniffer on the timing link in tests/browser_probes/test_browser_revisit.py
     "browser-revisit": Case(("browser", "revisit"), [], ["--browser", "chromium", "--repeat", "1"], "timing.test",
                             targets={"198.18.250.2", "2001:2:0:250::2"},
                             na={p: "runs only in the timing testbed's vantage namespace, which the promise lab cannot "
-                                   "reach (tests/test_browser_revisit.py sniffs the timing link for the dry run and "
+                                   "reach (tests/browser_probes/test_browser_revisit.py sniffs the timing link for the dry run and "
                                    "a blocked server); a browser's own connections are not paced or sharded"
                                 for p in ("dry_run", "blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
 }
@@ -276,7 +276,7 @@ MEASUREMENTS, SOURCE = _measurements()
 def test_every_measurement_has_a_case():
     """A measurement that contacts the network but has no entry in CASES escapes the matrix."""
     missing = [m for m in MEASUREMENTS if m not in CASES]
-    assert not missing, f"measurements without a promise case in tests/test_promises.py CASES ({SOURCE}): {missing}"
+    assert not missing, f"measurements without a promise case in tests/promises/test_promises.py CASES ({SOURCE}): {missing}"
 
 
 #: Measurements whose promise cases run only in `make test-slow`: kept out of `make test`'s
@@ -388,7 +388,7 @@ def lab(testbed, _lab_session):
 
 
 class Sniffer:
-    """tests/sniffer.py in the vantage namespace, for the duration of a ``with`` block."""
+    """tests/support/sniffer.py in the vantage namespace, for the duration of a ``with`` block."""
 
     def __init__(self, lab, path: Path):
         self.lab, self.path = lab, path

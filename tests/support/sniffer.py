@@ -1,4 +1,4 @@
-"""Record every IP packet that leaves a network interface (used by tests/test_promises.py).
+"""Record every IP packet that leaves a network interface (used by tests/promises/test_promises.py).
 
 Run as root inside the namespace to watch, e.g. in the testbed's vantage::
 

@@ -35,7 +35,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 
-from conftest import REPO  # noqa: E402
+from conftest import REPO
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

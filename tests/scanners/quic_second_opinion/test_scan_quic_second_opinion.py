@@ -1,7 +1,7 @@
 """scan quic-second-opinion (issue 24): ngtcp2's client's log read into verdicts (no network:
 log lines in the format Debian's gtlsclient 0.12.1 prints, built here byte for byte); bad
 input is one line and exit 2. The verdicts against real servers are checked on the QUIC zoo
-(tests/test_zoo_quic.py::test_zoo_table_quic_rows)."""
+(tests/testbed/test_zoo_quic.py::test_zoo_table_quic_rows)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""A small real scanner for the three-vantage campaign test (tests/test_three_vantages.py),
+"""A small real scanner for the three-vantage campaign test (tests/core/test_three_vantages.py),
 loaded with NETSURVEY_PLUGINS: one TCP connect per target of a list to port 80 of an
 address in the test's own range - odd ranks IPv4 198.18.162.<rank>, even ranks IPv6
 2001:2:0:162::<rank> (rank <= 254) - one row per target in ``test_vantage_probe`` through
