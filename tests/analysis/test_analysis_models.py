@@ -11,6 +11,8 @@ from analysis.models.quic import OobOptions, RttTriplet, oob_tokens, quicsocks, 
 from analysis.models.tfo_revisits import RevisitOptions, revisit, tfo_revisits
 from analysis.models.trust import Costs, Site, savings, shared_address_validation, simulate_site, tls_across_hostnames
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
 
 # -- Table 3.6 -------------------------------------------------------------------------------
 def test_tfo_revisit_hand_computed():

@@ -12,6 +12,9 @@ import pytest
 from analysis.models.pageload import (BLAST_BASELINE, FEATURE_STEPS, INDIVIDUAL_STEPS, Features, Page,
                                       PageOptions, Resource, Server, simulate_page)
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
+
 R = 1.0
 
 

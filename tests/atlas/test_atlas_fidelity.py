@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import base64
 
+import pytest
+
 from atlas.parse import parse_dns, parse_ping
+
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
 
 BASE = {"msm_id": 1001, "prb_id": 7, "timestamp": 1700000000, "type": "ping"}
 

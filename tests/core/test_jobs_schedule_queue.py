@@ -1,6 +1,10 @@
 """Scheduled (cron) tasks go to their own queue, so a worker without the schedule never takes
 one it cannot run (issue 23: compose's plain workers run with an empty schedule)."""
+import pytest
+
 from netsurvey.jobs import QUEUE, SCHEDULE_QUEUE, SCHEDULE_TASK, TASK_NAME, ScheduleEntry, make_app
+
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
 
 
 def test_scheduled_tasks_have_their_own_queue():

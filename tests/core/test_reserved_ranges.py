@@ -11,6 +11,9 @@ import pytest
 from netsurvey.config import EtiquetteConfig
 from netsurvey.etiquette import RESERVED, TargetPolicy
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
+
 IANA_IPV4 = [
     ("0.0.0.0/8", "This network", False),
     ("0.0.0.0/32", "This host on this network", False),

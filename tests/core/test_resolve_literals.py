@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from netsurvey.resolve import resolve_many
+
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
 
 
 def test_literals_resolve_to_themselves_and_ask_nothing():

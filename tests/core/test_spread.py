@@ -1,5 +1,9 @@
 """Probe order spread over addresses (netsurvey/spread.py, issue 26)."""
+import pytest
+
 from netsurvey.spread import interleave_by_address
+
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
 
 
 def test_round_robin_over_addresses_keeps_list_order_within_one():

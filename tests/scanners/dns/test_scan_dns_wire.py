@@ -17,6 +17,9 @@ from hypothesis import strategies as st
 from scanners.dns.wire import (AAAA, A, EcsOption, MalformedReply, build_query, parse_reply, question_of,
                                reply_question, with_id)
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
+
 label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12).filter(
     lambda s: not s.startswith("-") and not s.endswith("-"))
 hostname = st.lists(label, min_size=1, max_size=5).map(lambda ls: ".".join(ls) + ".test")

@@ -14,6 +14,8 @@ from scanners.quic.records import RESERVED_VERSION
 from scanners.quic.turnover import HostTurnover, _Sample, common_prefix_len, key_changes, key_prefix_len, summarize
 from scanners.quic.vn import PROBE_LEN, build_probe, parse_version_negotiation
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
 
 def _vn(dcid: bytes, scid: bytes, versions) -> bytes:
     return (bytes([0x80]) + b"\0\0\0\0" + bytes([len(dcid)]) + dcid + bytes([len(scid)]) + scid

@@ -11,6 +11,8 @@ from scanners.tfo.engine import PORT_BASE, PORT_RANGE, AddressRange, keyed_hash,
 from scanners.tfo.packets import SynTemplate, _sum16, fold, parse_options, syn_options, tfo_option
 from netsurvey.errors import UsageError
 
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
+
 
 @pytest.mark.parametrize("n", [4, 6, 8, 10, 12, 14, 16, 0])
 def test_rfc_cookie_any_length(n):

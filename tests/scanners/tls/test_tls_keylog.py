@@ -5,7 +5,11 @@ appends to is emptied once read whole past KEYLOG_TRUNCATE_BYTES. Before, a 100K
 The file is appended to as OpenSSL does (unbuffered appends by another handle)."""
 from __future__ import annotations
 
+import pytest
+
 import scanners.tls.tls13 as tls13
+
+pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
 
 
 def _line(cr: bytes, secret: bytes) -> bytes:
