@@ -16,7 +16,10 @@ Found on the old code:
 * SIGTERM while a batch resolved: the command waited for that batch and the one queued after
   it (4 DNS questions sent ~2 s after the signal), exited 1 ~5.7 s later with "internal error
   (RuntimeError: Event loop stopped before Future completed.)" and three "Task was destroyed
-  but it is pending!" lines;
+  but it is pending!" lines.
+
+The other cases (resolution errors, --top without --list, dry runs, a bracketed address,
+the default interleaving window) say what they found in their docstrings.
 """
 from __future__ import annotations
 
