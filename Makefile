@@ -27,7 +27,7 @@ demo: install
 
 # CI's command. Tests marked `slow` (long rehearsals, bisections, scale runs, the fresh
 # install) are left to `make test-slow`. Lint (ruff) and types (mypy) run inside it too:
-# tests/test_lint.py, configured in pyproject.toml; both must report nothing.
+# tests/core/test_lint.py, configured in pyproject.toml; both must report nothing.
 test: install
 	$(PY) -m pytest -q -m "not slow" --durations=30 $(PYTEST_ARGS)
 
@@ -35,14 +35,14 @@ test-slow: install
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 # The install path itself, from Debian's python3 into a fresh virtual environment
-# (tests/test_install.py, marked slow: ~1-2 min with a warm pip cache).
+# (tests/install/test_install.py, marked slow: ~1-2 min with a warm pip cache).
 test-install: install
-	$(PY) -m pytest -q -m slow tests/test_install.py
+	$(PY) -m pytest -q -m slow tests/install/test_install.py
 
-# docker-compose.yml for real (tests/test_compose_e2e.py): needs a running Docker engine
+# docker-compose.yml for real (tests/install/test_compose_e2e.py): needs a running Docker engine
 # and the testbed; builds the base images, Compose v2 and the images when missing.
 test-compose: install
-	NETSURVEY_COMPOSE_E2E=1 $(PY) -m pytest -q -s tests/test_compose_e2e.py
+	NETSURVEY_COMPOSE_E2E=1 $(PY) -m pytest -q -s tests/install/test_compose_e2e.py
 
 bench: install
 	$(PY) bench/bench_writer.py

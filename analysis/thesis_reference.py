@@ -4,7 +4,7 @@ and the report prints them beside ours.
 
 Source: the thesis text (seed file 004_3801537972db3902.txt; the figures themselves are
 missing from it, captions and the numbers in the text remain). Every entry quotes the
-sentence (or table row) that states the value, verbatim, so tests/test_thesis_reference.py
+sentence (or table row) that states the value, verbatim, so tests/analysis/test_thesis_reference.py
 can find it in the text. The text version carries no page numbers, so ``where`` names the
 section and figure/table. Nothing here is estimated or read off a plot: where the thesis
 states no number for a figure, ``NOT_PUBLISHED`` says so and why.

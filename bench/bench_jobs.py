@@ -35,7 +35,7 @@ from psycopg.conninfo import make_conninfo  # noqa: E402
 from netsurvey.db import Database, stop_embedded  # noqa: E402
 from netsurvey.jobs import ensure_queue_schema  # noqa: E402
 
-ENV = dict(os.environ, NETSURVEY_PLUGINS="tests.plugins.tcp_connect_scan", PYTHONPATH=str(REPO))
+ENV = dict(os.environ, NETSURVEY_PLUGINS="tests.support.plugins.tcp_connect_scan", PYTHONPATH=str(REPO))
 ENV.pop("NETSURVEY_DSN", None)
 
 

@@ -15,7 +15,7 @@ What it does, for each size N:
 - ``scan tls-lifetime --max-age 24h/F --step 5m/F`` (F = --factor) under /usr/bin/time -v
   (peak RSS, CPU), inside the testbed's vantage, with a config whose per-destination rate
   is --pdp.
-- tests/sniffer.py in ``nstb-scale`` records every SYN-ACK the server sends: the largest
+- tests/support/sniffer.py in ``nstb-scale`` records every SYN-ACK the server sends: the largest
   number of connections one address accepted within any one second is reported next to the
   limit (not the scanner's counters).
 Prints one JSON line per size and writes ``rehearsal.json`` / ``rehearsal.md`` to --out.
@@ -37,7 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SNIFFER = REPO / "tests" / "sniffer.py"
+SNIFFER = REPO / "tests" / "support" / "sniffer.py"
 PORT = 8443
 NS = "nstb-scale"
 NET = ipaddress.ip_network("198.19.0.0/16")

@@ -13,7 +13,7 @@ For each size N:
 - ``scan quic-turnover --every 600/F --for 172800/F`` (F = --factor) over them under
   /usr/bin/time -v, inside the testbed's vantage, with a config whose per-destination rate is
   --pdp and no own_servers (the limit applies to these servers);
-- tests/sniffer.py in ``nstb-scale`` records the packets that reach the server (``--incoming``):
+- tests/support/sniffer.py in ``nstb-scale`` records the packets that reach the server (``--incoming``):
   the first Initial from each client port is one connection; the largest number of connections
   one address received within any one second is reported next to the limit (not the
   scanner's counters). (The server's own Initials are no measure of this: a loaded aioquic
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 from lifetime_rehearsal import _descendants, stop, time_v  # noqa: E402
 
-SNIFFER = REPO / "tests" / "sniffer.py"
+SNIFFER = REPO / "tests" / "support" / "sniffer.py"
 NS = "nstb-scale"
 NET = ipaddress.ip_network("198.19.0.0/16")
 

@@ -4,7 +4,7 @@
 
 New coverage-increasing inputs go to fuzz/corpus/TARGET/, crashes to
 fuzz/crashes/TARGET/crash-<sha1> (then: add a regression test, see
-tests/test_fuzz_regressions.py). libFuzzer prints ``stat::number_of_executed_units`` at the end.
+tests/fuzz/test_fuzz_regressions.py). libFuzzer prints ``stat::number_of_executed_units`` at the end.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ and is a finding. Targets import lazily, so a parser that does not exist yet (an
 engineer's scanner still in progress) is reported as ``missing`` instead of failing.
 
 Runner: ``python3 -m fuzz.run`` (atheris, coverage-guided) or ``make fuzz``; regression:
-``tests/test_fuzz_regressions.py`` replays every corpus and crash file through these
+``tests/fuzz/test_fuzz_regressions.py`` replays every corpus and crash file through these
 same functions.
 """
 from __future__ import annotations
@@ -333,7 +333,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 
 #: Findings reported to the owners and not fixed yet: (target, exception type name, innermost
 #: project function "path:function"). The runner tolerates them so fuzzing goes on to find
-#: other bugs; tests/test_fuzz_regressions.py pins each with its crash input (strict xfail:
+#: other bugs; tests/fuzz/test_fuzz_regressions.py pins each with its crash input (strict xfail:
 #: the test starts failing - remove the entry - once the owner fixes it).
 KNOWN_FINDINGS: set[tuple[str, str, str]] = set()
 # Fixed (issue 12 follow-up), each pinned by its input in fuzz/crashes/: zgrab_json

@@ -25,7 +25,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 #: Special-purpose ranges (IANA's IPv4 and IPv6 Special-Purpose Address Registries, RFC
 #: 6890 and successors; every entry not "globally reachable" is covered, see
-#: tests/test_reserved_ranges.py), multicast, and deprecated ranges that embed or stand
+#: tests/core/test_reserved_ranges.py), multicast, and deprecated ranges that embed or stand
 #: for other addresses (::/96 IPv4-compatible, 2002::/16 6to4 embeds any IPv4 address,
 #: private ones included; fec0::/10 site-local). Never contacted unless a network in the
 #: allow-list is (or lies inside) one of them, as the testbed's benchmarking ranges do.

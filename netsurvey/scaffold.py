@@ -6,7 +6,8 @@ module scaffold). It writes exactly three things, and nothing else needs editing
   ``cli.py`` (the declaration: ``@measurement(scan_app, NAME, tables=...)``); found by
   ``scanners/__init__.py`` because it exists;
 - ``schema/NNNN_<pkg>.sql`` — its table, every column commented with its unit;
-- ``tests/test_scan_<pkg>.py`` — a test that runs it against a local listener.
+- ``tests/scanners/<pkg>/test_scan_<pkg>.py`` — a test that runs it against a local listener
+  (tests/ mirrors the code: each scanner package's tests in tests/scanners/<pkg>/).
 
 The generated measurement is a working TCP connect-time probe; replace ``_probe`` with the
 protocol. See docs/adding-a-measurement.md.
@@ -36,7 +37,8 @@ def scaffold(name: str, root: Path) -> list[Path]:
         raise UsageError(f"{pkg_dir}: already exists")
     numbers = [int(m.group(1)) for p in schema.glob("*.sql") if (m := re.match(r"^(\d{4})_", p.name))]
     migration = schema / f"{max(numbers, default=0) + 1:04d}_{pkg}.sql"
-    test = tests / f"test_scan_{pkg}.py"
+    test_dir = tests / "scanners" / pkg
+    test = test_dir / f"test_scan_{pkg}.py"
     if test.exists():
         raise UsageError(f"{test}: already exists")
     sub = {"NAME": name, "PKG": pkg, "TABLE": f"{pkg}_probe"}
@@ -48,6 +50,7 @@ def scaffold(name: str, root: Path) -> list[Path]:
         test: _fill(_TEST, sub),
     }
     pkg_dir.mkdir()
+    test_dir.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         path.write_text(text)
     return list(files)

@@ -3,7 +3,7 @@
 ``netsurvey db docs [--out docs/schema.md]`` or ``python -m netsurvey.schemadoc [OUT]``
 writes it from a migrated database; ``psql``'s ``\\d+`` shows the same text. Every
 netsurvey table, view and column must carry a comment (with its unit where it has one):
-``tests/test_schema_docs.py`` fails otherwise. procrastinate's own tables are left out.
+``tests/core/test_schema_docs.py`` fails otherwise. procrastinate's own tables are left out.
 """
 from __future__ import annotations
 

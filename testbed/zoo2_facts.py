@@ -51,14 +51,14 @@ H2O_FACTS = {
                        "60 s before it is used) and not_after = not_before + lifetime - 1 (each key decrypts for "
                        "3600 s); ticket_internal_updater() checks every 114-120 s ('sleep(120 - (h2o_rand() >> 16) "
                        "% 7)'), so the encrypting key changes every 960-1080 s. Checked under libfaketime at 60x "
-                       "(tests/test_zoo_tls2.py test_h2o_key_rotation_under_faketime)"},
+                       "(tests/testbed/test_zoo_tls2.py test_h2o_key_rotation_under_faketime)"},
     "key_acceptance_s": {"value": 3600, "source": _H2O + "new_ticket(..., not_before, not_before + conf.lifetime - "
                          "1): a key is dropped once now > not_after (update_tickets()), i.e. 3600 s after it starts "
                          "encrypting (+ up to one 120 s updater check). The documentation (srcdoc/configure/"
                          "base_directives.mt, ssl-session-resumption) says secrets 'expire (and gets removed) after 5/4 "
                          "of the session lifetime', which would keep every ticket good for its 3600 s hint: the source "
                          "is right - under libfaketime (60x) first-key tickets were refused at ticket ages of ~3240 s, "
-                         "once the key's not_after had passed (tests/test_zoo_tls2.py "
+                         "once the key's not_after had passed (tests/testbed/test_zoo_tls2.py "
                          "test_h2o_ticket_key_acceptance_source_not_docs)"},
 }
 
@@ -99,7 +99,7 @@ BSSL_FACTS = {
                        "new key when ticket_key_current->next_rotation_tv_sec (now + "
                        "SSL_DEFAULT_TICKET_KEY_ROTATION_INTERVAL, include/openssl/ssl.h: 2 * 24 * 60 * 60) has "
                        "passed; checked on each ticket issued. Checked under libfaketime at 10000x "
-                       "(tests/test_zoo_tls2.py test_key_rotation_under_faketime)"},
+                       "(tests/testbed/test_zoo_tls2.py test_key_rotation_under_faketime)"},
     "key_acceptance_s": {"value": 345600, "source": _BS + "ssl_session.cc ssl_ctx_rotate_ticket_encryption_key(): "
                          "the old key becomes ticket_key_prev with next_rotation_tv_sec += "
                          "SSL_DEFAULT_TICKET_KEY_ROTATION_INTERVAL (decrypts 2 more days)"},
@@ -156,7 +156,7 @@ RUSTLS_TICKETS_FACTS = {
     "key_rotation_s": {"value": 21600, "source": _RS + "ticketer.rs TicketRotator::maybe_roll(): current -> previous "
                        "and a new AeadTicketer every 'lifetime' = 6 * 60 * 60 s (crypto/ring/ticketer.rs "
                        "Ticketer::new()), checked on each encrypt/decrypt. Checked under libfaketime at 1000x "
-                       "(tests/test_zoo_tls2.py test_key_rotation_under_faketime)"},
+                       "(tests/testbed/test_zoo_tls2.py test_key_rotation_under_faketime)"},
     "key_acceptance_s": {"value": 43200, "source": _RS + "ticketer.rs TicketRotator::decrypt(): the current key, "
                          "then the previous one (dropped at the next switch)"},
 }

@@ -4,12 +4,12 @@ the place in that implementation's own source or documentation that states it (f
 at the release Debian bookworm ships: BIND v9.18.49, gdnsd v3.8.1, NSD NSD_4_6_1_REL,
 PowerDNS auth-4.7.3).
 
-Facts (the keys tests/test_zoo_dns.py and the zoo table use):
+Facts (the keys tests/testbed/test_zoo_dns.py and the zoo table use):
 
 * ``ecs_echo``: a query with an EDNS Client Subnet option (RFC 7871) gets one back.
 * ``ecs_scope_static``: the scope prefix returned for a name with static zone data.
 * ``ecs_scope_dynamic`` / ``ecs_answer_dynamic`` (gdnsd only): scope and datacenter of the
-  ECS-scoped name ``ecs`` per client subnet sent (tests/test_zoo_dns.py SUBNETS).
+  ECS-scoped name ``ecs`` per client subnet sent (tests/testbed/test_zoo_dns.py SUBNETS).
 * ``ttl_min_s`` / ``ttl_max_s``: the TTL range an answer can carry; zone TTLs outside it
   are clamped (the zone has TTLs 0 .. 2^31-1).
 * ``minimal_responses``: a positive answer to an RD=0 query carries no NS RRset in the
@@ -23,7 +23,7 @@ Of the four, only gdnsd limits TTLs when it serves them.
 """
 from __future__ import annotations
 
-#: tests/test_zoo_dns.py SUBNETS -> (scope, datacenter) gdnsd returns for ``ecs``.
+#: tests/testbed/test_zoo_dns.py SUBNETS -> (scope, datacenter) gdnsd returns for ``ecs``.
 _GDNSD_DYNAMIC = {"198.18.151.0/24": (20, "dc1"), "192.0.2.0/24": (24, "dc2"),
                   "198.51.100.0/24": (11, "dc3"), "2001:db8:1::/56": (21, "dc3")}
 

@@ -121,12 +121,12 @@ NGTCP2_FACTS = {
                  "(resumption still succeeds). So 0-RTT works for tickets issued after the latest rollover: "
                  "two tickets issued together and presented one after the other, more than 10 s after the "
                  "last rollover, see the first accepted and the second refused (measured, "
-                 "tests/test_zoo_quic.py; the server then also drops the 0-RTT packets: ngtcp2 is right)"},
+                 "tests/testbed/test_zoo_quic.py; the server then also drops the 0-RTT packets: ngtcp2 is right)"},
     "resumption": {"value": True, "source": _NG + "examples/tls_server_session_gnutls.cc:97 "
                    "gnutls_session_ticket_enable_server() with one key per process "
                    "(tls_server_context_gnutls.cc:91 gnutls_session_ticket_key_generate)"},
     "ticket_single_use": {"value": False, "measured_by": "quic-turnover's reuse check (the first ticket "
-                          "that resumed, presented once more, resumes again; tests/test_zoo_quic.py "
+                          "that resumed, presented once more, resumes again; tests/testbed/test_zoo_quic.py "
                           "test_ngtcp2_token_lifetime_and_reuse)",
                           "source": "GnuTLS 3.7.9 lib/tls13/session_ticket.c: TLS 1.3 tickets are the session "
                           "state encrypted under the server's ticket key (lib/stek.c) and decrypted on use; the "
@@ -198,7 +198,7 @@ QUINN_FACTS = {
     "resumption": {"value": True, "source": _RL + "src/server/tls13.rs:121-135 a stateful ticket is looked up "
                    "with session_storage.take()"},
     "ticket_single_use": {"value": True, "measured_by": "scan quic-turnover's reuse check (the first ticket that "
-                          "resumed, presented once more, does not resume; tests/test_zoo_quic.py "
+                          "resumed, presented once more, does not resume; tests/testbed/test_zoo_quic.py "
                           "test_quinn_single_use_tickets_each_age_fresh_killed_run_resumes). Before migration 0163 "
                           "quic-turnover re-presented one ticket at growing ages and read this as a 2-4 s lifetime",
                           "source": _RL + "src/server/tls13.rs:133 session_storage.take() removes "

@@ -17,7 +17,7 @@ connection each, each paced by the run's limiter:
    client.cc:300-302 at v0.12.1).
 
 No verdict on token acceptance: Debian's gtlsclient 0.12.1 writes its ``--token-file`` but
-cannot read it back (examples/util_gnutls.cc:71-88 read_token(), tests/test_zoo_quic.py), so
+cannot read it back (examples/util_gnutls.cc:71-88 read_token(), tests/testbed/test_zoo_quic.py), so
 no token is ever presented. A run
 that does not reach the stage a fact needs gives that fact no verdict."""
 from __future__ import annotations

@@ -43,7 +43,7 @@ OpenSSL's default ``localhost:4433`` (::1 and 127.0.0.1: 8 connections), and ~30
 read, so refusing them changes nothing for testssl.sh and keeps them off whatever listens
 on port 4433. With ``per_destination_pps = 2``: 24
 connections granted = 24 SYNs, at most 2 in any second, 0.5 s apart
-(tests/test_scan_tls_second_opinion.py). Not covered: statically linked programs and raw
+(tests/scanners/tls_second_opinion/test_scan_tls_second_opinion.py). Not covered: statically linked programs and raw
 syscalls (testssl.sh uses neither; the sniffer test would see them). The CLI still allows
 testssl.sh only against the testbed's ranges and loopback (TESTBED_NETS)."""
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import run_cli
 from netsurvey.measure import load_registry
-from tests.conftest import run_cli
 
 
 def _argv(m) -> list[str]:
