@@ -63,7 +63,8 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
     """The list (A and AAAA) and --target entries as a stream of ScanTargets, one per
     address (issue 26): the list's names are read from the database and resolved batch by
     batch while the scan goes; a name without addresses goes to the stream's ``on_failed``
-    (stored as resolution-failed). A dry run resolves nothing."""
+    (stored as resolution-failed). A dry run's plan resolves them the same way (the
+    resolver is asked, no target contacted) to judge their addresses."""
     from netsurvey.scanning import NameStream, ResolvingStream
     from netsurvey.targets import stream_targets
 
@@ -308,7 +309,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         query = {"list": list_name, "top": top, "target": target, "port": port}
         from netsurvey.runctx import is_dry_run
 
-        if is_dry_run():   # the plan from the names, unresolved: records a cancelled run, asks nothing, ends here
+        if is_dry_run():   # the plan resolves the names as the run will: records a cancelled run, ends here
             open_scan("quic-turnover", {"query": query}, packages=("aioquic",),
                       targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
         targets = _targets(list_name, top, target, port)

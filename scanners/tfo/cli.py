@@ -158,7 +158,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.targets import Target
 
         from .scanner import TfoOptions
-        from .survey import LbPlan, lb_survey, new_seed
+        from .survey import LbPlan, lb_survey, lb_targets, new_seed
 
         db = migrated_db()
         if resume is not None:
@@ -178,8 +178,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.runctx import is_dry_run
 
             if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
-                open_scan("tfo-lb", {"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
-                                                                 for t in hostnames])
+                open_scan("tfo-lb", {"resume": resume}, targets=lb_targets(plan))
             from netsurvey.runs import hold_run
 
             hold_run(db, resume, resuming=True)
@@ -212,8 +211,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             params = dict(list=list_name, top=top, support_run=support_run, rounds=rounds, interval=secs, port=port,
                           rate=rate, cooldown=cooldown, seed=seed, nameservers=ns,
                           hostnames=[(t.rank, t.hostname) for t in chosen])
-            ctx = open_scan("tfo-lb", params, targets=[ScanTarget(t.hostname, None, port, t.rank) for t in chosen],
-                            rate_pps=rate or None)
+            ctx = open_scan("tfo-lb", params, targets=lb_targets(plan), rate_pps=rate or None)
             opts = TfoOptions(ctx.limiter.rate, cooldown, seed)
         try:
             counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
@@ -247,7 +245,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.resolve import resolve_many
 
         from .scanner import TfoOptions
-        from .survey import new_seed, reuse_scan
+        from .survey import new_seed, reuse_scan, reuse_targets
 
         _check_common(port, rate, cooldown)
         if (list_name is None) == (cookies_from is None):
@@ -270,7 +268,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         ctx = open_scan("tfo-reuse", dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
                                           cooldown=cooldown, ipv6=ipv6, seed=seed),
-                        targets=sorted({a for addrs in addresses.values() for a in addrs}), rate_pps=rate or None)
+                        targets=reuse_targets(addresses, port), rate_pps=rate or None)
         try:
             counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
         except BaseException:
