@@ -48,6 +48,7 @@ class Case:
     kind: Optional[str] = None
     needs: Optional[str] = None
     asks: bool = False   # a DNS measurement: its names are asked about (an answer may be NXDOMAIN)
+    group: str = "scan"
 
 
 CASES = {
@@ -91,6 +92,11 @@ CASES = {
                     asks=True),
     "dns-second-opinion": Case(["dns-second-opinion", "--list", "{list}", "--name", "198.18.2.21", "--nameserver",
                                 "198.18.1.53"], ["a.test"], ["b.test"], 0, needs="kdig", asks=True),
+    # the list's pages: a blocked host is skipped before a browser starts (counted blocked, by
+    # rule), as is one that does not resolve (counted resolution-failed, not blocked)
+    "browser-pageload": Case(["pageload", "--list", "{list}", "--browsers", "1", "--page-timeout", "10"],
+                             ["a.test", "b.test"], ["b.test"], 1, {"blocklist": 1}, needs="chromium",
+                             group="browser"),
 }
 
 
@@ -120,9 +126,9 @@ def _last_id(db) -> int:
         return conn.execute("SELECT coalesce(max(id), 0) FROM scan_run").fetchone()[0]
 
 
-def _in_vantage(db, cfg, argv: list[str]):
+def _in_vantage(db, cfg, argv: list[str], group: str = "scan"):
     return run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--config", str(cfg),
-                   "--dsn", db.dsn, "scan", *argv, dsn=db.dsn, timeout=240)
+                   "--dsn", db.dsn, group, *argv, dsn=db.dsn, timeout=240)
 
 
 @needs_root()
@@ -150,14 +156,14 @@ def test_dry_run_counts_what_the_run_blocks(name, db, testbed, tmp_path):
 
     for attempt in (1, 2):
         before = _last_id(db)
-        r = _in_vantage(db, cfg, [*argv, "--dry-run"])
+        r = _in_vantage(db, cfg, [*argv, "--dry-run"], c.group)
         assert r.returncode == 0, r.stderr[-2000:]
         runs = _runs_after(db, before)
         assert [(k, s) for _, k, s, _ in runs] == [(kind, "cancelled")], runs
         planned = runs[0][3]
 
         before = _last_id(db)
-        r = _in_vantage(db, cfg, argv)
+        r = _in_vantage(db, cfg, argv, c.group)
         assert r.returncode == 0, r.stderr[-2000:]
         runs = _runs_after(db, before)
         assert [(k, s) for _, k, s, _ in runs] == [(kind, "finished")], runs
