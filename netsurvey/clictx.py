@@ -209,7 +209,8 @@ def _plan(kind: str, policy, limiter, targets, concurrency: int | None,
     - another stream (e.g. the names a DNS measurement asks about, counted in SQL): only
       the targets given with an address are judged, as :func:`~netsurvey.scanning.run_scan`
       judges only those; a name is asked about, never contacted;
-    - a list: each target's address (or its name, when that spells an address).
+    - a list: each target's address (or its name, when that spells an address);
+    - a :class:`~netsurvey.zmap.ZmapRange`: the network's addresses, counted per rule.
     """
     rate = f"rate <= {limiter.rate:g}/s overall, <= {limiter.per_destination or 0:g}/s per address"
     flight = f", {concurrency} in flight" if concurrency else ""
@@ -218,7 +219,12 @@ def _plan(kind: str, policy, limiter, targets, concurrency: int | None,
         lines = [f"dry run of '{kind}': nothing sent; {rate}{flight}; the targets are known only while probing"]
         return lines + ([f"  note: {note}"] if note else []), {"dry-run": 1}
     tally = _Tally(policy)
-    if hasattr(targets, "plan_resolved"):
+    listed = True
+    if hasattr(targets, "plan_range"):   # a network zmap scans first (netsurvey.zmap.ZmapRange)
+        tally.allowed, by_rule = targets.plan_range(policy)
+        tally.by_rule.update({r: n for r, n in by_rule.items() if n})
+        listed = False
+    elif hasattr(targets, "plan_resolved"):
         def failed(o) -> None:
             tally.unresolved += 1
 
@@ -243,13 +249,13 @@ def _plan(kind: str, policy, limiter, targets, concurrency: int | None,
             + f"; {rate}{flight}; estimated >= {n / limiter.rate:.1f} s")
     lines = [head]
     lines += [f"  {_line(t)}" for t in tally.first]
-    if n > len(tally.first):
+    if listed and n > len(tally.first):
         lines.append(f"  ... and {n - len(tally.first)} more")
     from .etiquette import BLOCK_RULES
 
     for t, address, rule in tally.first_blocked:
         lines.append(f"  blocked ({BLOCK_RULES.get(rule, rule)}): {_line(t, address)}")
-    if tally.blocked > len(tally.first_blocked):
+    if listed and tally.blocked > len(tally.first_blocked):
         lines.append(f"  ... and {tally.blocked - len(tally.first_blocked)} more blocked")
     if note:
         lines.append(f"  note: {note}")

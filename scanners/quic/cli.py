@@ -109,9 +109,9 @@ def _targets(list_name: Optional[str], top: Optional[int], target: list[str], po
     return out
 
 
-def _network_targets(cidr: str, port: int, zmap: bool) -> list[ScanTarget]:
+def _network_targets(cidr: str, port: int, zmap: bool):
     """Every address of ``cidr`` (at most a /16), without hostnames; with ``zmap`` only the
-    policy is checked here (the addresses come from zmap later)."""
+    policy is checked here (the addresses come from zmap later: the network, for the plan)."""
     import ipaddress
 
     try:
@@ -124,7 +124,9 @@ def _network_targets(cidr: str, port: int, zmap: bool) -> list[ScanTarget]:
         from netsurvey.zmap import check_discoverable
 
         check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
-        return []
+        from netsurvey.zmap import ZmapRange
+
+        return ZmapRange(cidr, port)
     if net.num_addresses > 1 << 16:
         raise UsageError("--cidr: at most a /16 without --zmap")
     return [ScanTarget(None, str(a), port, None) for a in net]
@@ -143,7 +145,8 @@ def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanT
         ctx.run.finish("failed")
         raise
     return [ScanTarget(None, a, port, None) for a in found.open], {"zmap-sent": found.sent,
-                                                                   "zmap-answered": len(found.open)}
+                                                                   "zmap-answered": len(found.open),
+                                                                   "blocked": found.blocked}
 
 
 def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:

@@ -94,7 +94,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 raise UsageError(f"--cidr: {exc}") from None
             if net.num_addresses > 1 << 24:
                 raise UsageError("--cidr: at most a /8 (IPv4) per run")
-            targets = [ScanTarget(None, str(a), port) for a in net]
+            if zmap:   # the plan's: the probed targets come from zmap
+                from netsurvey.zmap import ZmapRange
+
+                targets = ZmapRange(cidr, port)
+            else:
+                targets = [ScanTarget(None, str(a), port) for a in net]
             failed = []
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
@@ -128,7 +133,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
                                   kernel_sample=kernel_sample, show_progress=not as_json)
             if found is not None:   # what zmap did, kept with the run's counts
-                counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open)})
+                counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open), "blocked": found.blocked})
         except BaseException:
             ctx.run.finish("failed")
             raise

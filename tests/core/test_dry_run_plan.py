@@ -54,6 +54,12 @@ class Case:
 CASES = {
     "tfo": Case(["tfo", "--list", "{list}", "--all-addresses", "--cooldown", "0.3"], TFO5,
                 ["198.18.10.0/24", "2001:2:0:11::/64"], 6, {"blocklist": 6}),
+    # zmap scans the network's allowed addresses first: its run counts the others blocked
+    "tfo-zmap": Case(["tfo", "--cidr", "198.19.0.0/28", "--zmap", "--port", "80", "--cooldown", "0.5"], [],
+                     ["198.19.0.8/30", "198.19.0.0/32"], 5, {"blocklist": 5}, kind="tfo", needs="zmap"),
+    "quic-discover-zmap": Case(["quic-discover", "--cidr", "198.19.0.0/28", "--zmap", "--timeout", "1s"], [],
+                               ["198.19.0.8/30", "198.19.0.0/32"], 5, {"blocklist": 5}, kind="quic-discover",
+                               needs="zmap"),
     "tfo-lb": Case(["tfo-lb", "--list", "{list}", "--rounds", "1", "--interval", "0", "--cooldown", "0.2"],
                    TFO5[:3], ["on1.tfo.test"], 1, {"blocklist": 1}),
     # an address both names have would be two targets (reuse_scan judges per name)
@@ -229,3 +235,25 @@ def test_plan_counts_each_rule():
     assert rule_of == {"v6.example": "blocked (not in etiquette.allow)", "private.example": "blocked (reserved range)",
                        "optout.example": "blocked (blocklist/opt-out)", "tb.example": "blocked (off-machine route)",
                        "93.184.216.35": "blocked (blocklist/opt-out)"}, lines
+
+
+def test_zmap_range_counts_as_each_address_is_judged():
+    """`--cidr NET --zmap` is counted with whole networks (a /8 is 16M addresses): the same
+    numbers per rule as judging each address (TargetPolicy.blocking_rule)."""
+    from collections import Counter
+
+    from netsurvey.config import EtiquetteConfig
+    from netsurvey.etiquette import TargetPolicy
+    from netsurvey.routes import Route, RouteTable
+    from netsurvey.zmap import blocked_in_range
+
+    cfg = EtiquetteConfig(allow=["198.18.0.0/21", "11.0.0.0/8", "100.0.0.0/6"],
+                          block=["198.18.1.0/24", "198.18.1.128/25", "198.18.2.0/23", "100.64.3.0/24", "11.0.0.0/22"])
+    policy = TargetPolicy.from_config(cfg)
+    policy._lazy["routes"] = RouteTable([Route(ipaddress.ip_network("198.18.0.0/15"), "unicast", "tbv0", "")])
+    for net in ("198.18.0.0/20", "100.64.0.0/20", "100.63.248.0/21", "11.0.0.0/20", "10.255.240.0/20"):
+        n = ipaddress.ip_network(net)
+        each = Counter(policy.blocking_rule(str(a)) for a in n)
+        each.pop(None, None)
+        got = {r: c for r, c in blocked_in_range(n, policy).items() if c}
+        assert got == dict(each), (net, got, dict(each))
