@@ -5,12 +5,14 @@ For every measurement that takes targets or resolves names, inside the testbed's
 a config whose blocklist holds some targets' addresses, then the command with ``--dry-run``
 (its run is recorded ``cancelled`` with the plan's counts) and without (the run's own
 counts): ``blocked`` must be the same number. Before, the plan judged only addresses given
-as targets and resolved no name: ``scan tfo --list`` said "5 targets would be probed, 0
-blocked by policy" where the real run blocked 8 of its 12 addresses (``scan quic``,
-``quic-discover``, ``tls``, ``tls-lifetime``, ``tls-shared``, ``tfo-lb`` alike), and the
-DNS measurements counted a name spelling a blocked address as blocked although they only
-ask about that name (the run blocks nothing). ``tfo-reuse`` counted an address shared by
-two names once, the run twice.
+as targets and resolved no name: for the ``tfo`` case below it said "5 targets would be
+probed, 0 blocked by policy" where the run blocked 6 of its 12 addresses (``tfo-lb``,
+``tls``, ``tls-lifetime``, ``tls-shared``, ``quic``, ``quic-discover``, ``quic-turnover``,
+``browser pageload`` alike); the DNS measurements counted a name spelling a blocked
+address as blocked although they only ask about that name (their run blocks nothing);
+``tfo --zmap`` counted the network's blocked addresses, its run none, and
+``quic-discover --zmap`` planned 0 targets. (``tfo-reuse`` counted an address two names
+share once, its run twice; the testbed has no such pair, so no case shows it.)
 
 The dry run resolves names through the resolver the run uses (the run's own resolving
 code) and contacts no target; tests/test_promises.py's dry-run case sniffs for that.
@@ -35,7 +37,7 @@ TLS_ARGS = ["--no-verify", "--timeout", "2"]
 
 @dataclass
 class Case:
-    """``argv`` after ``scan`` ({list}: the imported ``hosts``); ``block``: hostnames whose
+    """``argv`` after ``group`` ({list}: the imported ``hosts``); ``block``: hostnames whose
     ground-truth addresses (or addresses/networks) go into etiquette.block; ``blocked``:
     what both runs must count (keeps the case from passing vacuously); ``rules``: the
     plan's count per rule; ``kind``: scan_run.kind when it is not the command's name;
@@ -200,7 +202,8 @@ def test_plan_lines_name_the_rule(db, testbed, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("dry run of 'tfo': 1 targets would be probed, 1 blocked by policy (not in "
-                               "etiquette.allow: 0, reserved range: 0, blocklist/opt-out: 1, off-machine route: 0);"), lines
+                               "etiquette.allow: 0, reserved range: 0, blocklist/opt-out: 1, "
+                               "off-machine route: 0);"), lines
     assert any("off.tfo.test" in ln and "198.18.12.1" in ln and "blocked" not in ln for ln in lines[1:]), lines
     assert [ln.split()[:4] for ln in lines if "on1.tfo.test" in ln] == \
         [["blocked", "(blocklist/opt-out):", "1", "on1.tfo.test"]], lines
