@@ -87,20 +87,20 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         system_resolver()   # the browser and the checks below resolve through resolv.conf's resolver
         listed = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
-        urls, skipped = [], 0
-        for u in listed:  # a list's blocked (or unresolvable) host is skipped, never visited; the others are
-            try:
-                urls += _allowed_urls([u], policy)
-            except UsageError as exc:
-                skipped += 1
-                Console(stderr=True).print(f"skipped: {exc}", highlight=False, markup=False, soft_wrap=True)
+        from . import pages as page_policy
+
+        pages = page_policy.judge(listed, policy)
+        for p in pages:  # a list's blocked (or unresolvable) host is skipped, never visited; the others are
+            if not p.visit:
+                Console(stderr=True).print(page_policy.skipped_line(p), highlight=False, markup=False, soft_wrap=True)
+        urls = [p.url for p in pages if p.visit]
         urls += _allowed_urls(list(url), policy)  # an explicit --url that is blocked is an error
         _check_browser_contained(policy)
         link, link_ns = _timing_link()
         ctx = open_scan({"list": list_name, "top": top, "urls": list(url), "browsers": browsers,
                                              "browser": browser, "page_timeout_s": page_timeout, **link},
                         **({"namespace": link_ns} if link_ns else {}),
-                        packages=("selenium",), targets=urls, concurrency=browsers)
+                        packages=("selenium",), targets=page_policy.plan(pages, urls), concurrency=browsers)
         store = VisitStore(db, ctx.run.id)
         err = Console(stderr=True)
         try:
@@ -112,7 +112,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                       store, progress=lambda: prog.advance(task))
         finally:
             store.close()
-        counts["blocked"] = skipped
+        counts.update(page_policy.counts(pages))
         ctx.counts.update(counts)
         summary = {"run_id": ctx.run.id, "visits": len(urls), **counts}
         if as_json:

@@ -65,6 +65,10 @@ class TargetPolicy:
 
     allow: tuple[IPNetwork, ...]
     block: tuple[IPNetwork, ...]
+    #: the special-purpose ranges (RESERVED) among ``block``: those the allow-list does not
+    #: open (from_config adds them), told apart from the configured blocklist in
+    #: :meth:`blocking_rule`
+    reserved: tuple[IPNetwork, ...] = ()
     #: address text -> reason (or None); scanners ask again for every packet to the same
     #: few servers, and a decision costs ~20 us of ipaddress work. Bounded, cleared when full.
     _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -79,10 +83,9 @@ class TargetPolicy:
         for f in cfg.blocklist_files:
             block += read_network_file(f)
         # reserved ranges stay blocked unless an allowed network lies inside them
-        for r in RESERVED:
-            if not any(a.version == r.version and a.subnet_of(r) for a in allow):  # type: ignore[arg-type]  # same version
-                block.append(r)
-        return cls(allow, tuple(block))
+        reserved = tuple(r for r in RESERVED if not any(a.version == r.version and a.subnet_of(r)  # type: ignore[arg-type]  # same version
+                                                        for a in allow))
+        return cls(allow, tuple(block) + reserved, reserved)
 
     def reason_blocked(self, address: str) -> str | None:
         """None if ``address`` may be contacted, else why not ('not-allowed', 'blocklisted')."""
@@ -95,6 +98,21 @@ class TargetPolicy:
             decided.clear()
         why = decided[address] = self._decide(address)
         return why
+
+    def blocking_rule(self, address: str) -> str | None:
+        """None if ``address`` may be contacted, else the rule that refuses it (a key of
+        :data:`BLOCK_RULES`, in the order they are applied): 'not-allowed' (outside
+        etiquette.allow), 'reserved' (a special-purpose range the allow-list does not open),
+        'blocklist' (etiquette.block and etiquette.blocklist_files: the opt-outs),
+        'off-machine-route'; 'not-an-address' for text that is none. The same decision as
+        :meth:`reason_blocked`, which says 'blocklisted' for both reserved and blocklist."""
+        why = self.reason_blocked(address)
+        if why != "blocklisted":
+            return why
+        ip = ipaddress.ip_address(address)
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        return "reserved" if any(ip.version == r.version and ip in r for r in self.reserved) else "blocklist"
 
     def _decide(self, address: str) -> str | None:
         try:
@@ -149,6 +167,16 @@ class TargetPolicy:
 
     def filter(self, addresses: Iterable[str]) -> list[str]:
         return [a for a in addresses if self.allowed(a)]
+
+
+#: The rules of :meth:`TargetPolicy.blocking_rule` in the order they are applied, with the
+#: words a dry-run plan uses for them.
+BLOCK_RULES = {
+    "not-allowed": "not in etiquette.allow",
+    "reserved": "reserved range",
+    "blocklist": "blocklist/opt-out",
+    "off-machine-route": "off-machine route",
+}
 
 
 OFF_MACHINE_HINT = ("a special-purpose (testbed) address that this namespace routes through its default "

@@ -62,7 +62,7 @@ class NameStream:
     the scan goes (issue 26): ``names`` is a :class:`~netsurvey.targets.TargetStream`
     (server-side cursor, counted in SQL), so only ``extra`` (names given on the command
     line) is held. ``len()`` is counted, never iterated; the dry-run plan reads it with
-    :meth:`plan_view` / :meth:`address_literals` (nothing contacted)."""
+    :meth:`plan_view` / :meth:`addressed` (nothing contacted)."""
 
     def __init__(self, names, port: int, extra: Sequence[ScanTarget] = ()):
         self.names, self.port, self.extra = names, port, _own_shard(extra)
@@ -80,13 +80,13 @@ class NameStream:
     def plan_view(self) -> "NameStream":
         return self
 
-    def address_literals(self) -> list[ScanTarget]:
-        """The targets the policy can judge before resolution: names that are address
-        literals (read in SQL for the list) and ``extra`` targets given with an address or
-        as one."""
-        listed = self.names.address_literals() if self.names is not None else []
-        return [ScanTarget(t.hostname, None, self.port, t.rank) for t in listed] + \
-            [t for t in self.extra if t.address or _is_address(t.hostname)]
+    def addressed(self) -> list[ScanTarget]:
+        """The targets that carry an address as they are: the only ones :func:`run_scan`
+        judges by the policy when it reads this stream unresolved (the list's names have
+        none; a measurement that asks about names, as the DNS ones do, never contacts a
+        name, also one that spells an address). Wrapped in a :class:`ResolvingStream`, every
+        name is judged by the address it resolves to instead (:meth:`ResolvingStream.plan_resolved`)."""
+        return [t for t in self.extra if t.address]
 
 
 def _own_shard(extra: Sequence[ScanTarget]) -> list[ScanTarget]:
@@ -100,16 +100,6 @@ def _own_shard(extra: Sequence[ScanTarget]) -> list[ScanTarget]:
         return list(extra)
     shard.mark_filtered()
     return [t for t in extra if shard.shard_of(t.hostname or t.address or "", spec.count) == spec.index]
-
-
-def _is_address(text: Optional[str]) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address((text or "").strip("[]"))   # brackets too: resolve.py reads "[v6]" as the address
-        return True
-    except ValueError:
-        return False
 
 
 #: Names resolved together by :class:`ResolvingStream` (two batches are held at once).
@@ -129,8 +119,9 @@ class ResolvingStream:
     awaits a batch not resolved yet instead of holding the event loop (and every probe under
     way) until it is. Targets that already have an address pass through. Failed names go to
     ``on_failed`` as they are found. ``len()`` is the number of names (counted in SQL for a
-    list); the dry-run plan reads the names, unresolved (:meth:`plan_view`): a dry run
-    resolves nothing. Iterating again resolves again (a new round asks afresh)."""
+    list). The dry-run plan resolves the names as the run does (:meth:`plan_resolved`: the
+    same ``resolve``, so the same resolver, and nothing sent to a target) and judges every
+    address by the policy. Iterating again resolves again (a new round asks afresh)."""
 
     def __init__(self, names, resolve: ResolveBatch):
         self.names, self.resolve = names, resolve
@@ -141,6 +132,15 @@ class ResolvingStream:
 
     def plan_view(self):
         return self.names.plan_view() if hasattr(self.names, "plan_view") else self.names
+
+    def plan_resolved(self, on_failed: Callable[["ScanOutcome"], None]) -> Iterator[ScanTarget]:
+        """The targets as the run reads them (resolved batch by batch, by the run's own
+        ``resolve``), names without an address to ``on_failed``: for the dry-run plan."""
+        saved, self.on_failed = self.on_failed, on_failed
+        try:
+            yield from self._read(waits=False)
+        finally:
+            self.on_failed = saved
 
     def _resolve(self, batch: list[ScanTarget]) -> tuple[list[ScanTarget], list["ScanOutcome"]]:
         fixed = [t for t in batch if t.address]
@@ -182,6 +182,29 @@ class ResolvingStream:
                 fut = nxt
         finally:
             helper.stop()
+
+
+class ResolvedOnce(list):
+    """Targets a run resolves all at once before it probes them (a list it holds anyway:
+    tls-lifetime, tls-shared, tls-zgrab, tfo-lb): the list is what the run starts from (names,
+    with an address where one was given), ``resolve()`` what the run makes of it - (targets
+    with an address, RESOLUTION_FAILED outcomes), computed by the run's own code. The
+    dry-run plan calls it (:meth:`plan_resolved`) to judge the addresses the run would
+    contact; the run itself resolves afresh when it probes."""
+
+    def __init__(self, targets: Iterable[ScanTarget],
+                 resolve: Callable[[], tuple[Sequence[ScanTarget], Sequence["ScanOutcome"]]],
+                 plan_note: Optional[str] = None):
+        super().__init__(targets)
+        self.resolve = resolve
+        #: what the plan's counts do not cover (printed with the plan)
+        self.plan_note = plan_note
+
+    def plan_resolved(self, on_failed: Callable[["ScanOutcome"], None]) -> Iterator[ScanTarget]:
+        out, failed = self.resolve()
+        for o in failed:
+            on_failed(o)
+        yield from out
 
 
 class Resolving:

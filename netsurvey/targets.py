@@ -281,14 +281,6 @@ class TargetStream:
                 for r, h in cur:
                     yield Target(r, h)
 
-    def address_literals(self) -> list[Target]:
-        """The names that are IPv4/IPv6 address literals (few or none): the only ones the
-        policy can judge before resolution (the dry-run plan)."""
-        sql, args = self._query("rank, hostname")
-        sql = f"SELECT * FROM ({sql}) a WHERE hostname ~ '^[0-9.]+$' OR hostname LIKE '%%:%%' ORDER BY rank"
-        with self.db.connect() as conn:
-            return [Target(r, h) for r, h in conn.execute(sql, args)]
-
 
 def stream_targets(db: Database, name: str, top: Optional[int] = None) -> TargetStream:
     """The newest import of list ``name``, ranks ascending, first ``top`` only if given, as

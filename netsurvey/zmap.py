@@ -52,6 +52,8 @@ class ZmapDiscovery:
     sent: int
     seconds: float
     route: ZmapRoute
+    #: addresses of the network zmap was told not to probe (the policy's): the run's ``blocked``
+    blocked: int = 0
 
 
 def _ip_json(*args: str) -> list[dict]:
@@ -120,6 +122,62 @@ def outside_allowed(net: ipaddress.IPv4Network, allow) -> list[ipaddress.IPv4Net
     return rest
 
 
+def _spans(nets) -> list[tuple[int, int]]:
+    """IPv4 networks as merged, sorted [first, last] integer spans."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(n.network_address), int(n.broadcast_address)) for n in nets if n.version == 4):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
+
+
+def _meet(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _size(spans: list[tuple[int, int]]) -> int:
+    return sum(hi - lo + 1 for lo, hi in spans)
+
+
+def blocked_in_range(net: ipaddress.IPv4Network, policy: TargetPolicy) -> dict[str, int]:
+    """How many addresses of ``net`` the policy refuses, per rule (TargetPolicy.blocking_rule,
+    in its order), counted with whole networks, not address by address (a /8 is 16M):
+    outside etiquette.allow, then reserved, then blocklisted. The route rule counts none: a
+    range any part of which would leave the machine is refused as a whole
+    (:func:`check_discoverable`)."""
+    whole = [(int(net.network_address), int(net.broadcast_address))]
+    allowed = _meet(whole, _spans(policy.allow))
+    reserved = _meet(allowed, _spans(policy.reserved))
+    in_list = _meet(allowed, _spans(b for b in policy.block if b not in set(policy.reserved)))
+    return {"not-allowed": net.num_addresses - _size(allowed), "reserved": _size(reserved),
+            "blocklist": _size(in_list) - _size(_meet(in_list, _spans(policy.reserved))), "off-machine-route": 0}
+
+
+class ZmapRange:
+    """``--cidr NET --zmap`` as the dry-run plan sees it: zmap probes the addresses of the
+    network the policy allows (counted per rule, :func:`blocked_in_range`), and the scanner
+    then only those that answer, which a dry run cannot know."""
+
+    def __init__(self, network: str, port: int):
+        self.network, self.port = ipaddress.ip_network(network, strict=False), port
+        self.plan_note = f"zmap probes the allowed addresses of {self.network} first; only those that answer are probed"
+
+    def plan_range(self, policy: TargetPolicy) -> tuple[int, dict[str, int]]:
+        by_rule = blocked_in_range(self.network, policy)  # type: ignore[arg-type]  # --cidr: IPv4
+        return self.network.num_addresses - sum(by_rule.values()), by_rule
+
+
 def check_discoverable(network: str, policy: TargetPolicy) -> list[IPNetwork]:
     """The networks zmap must not probe for ``network``; UsageError if that is all of it or
     it is not IPv4 (call it before a run is recorded, so bad input writes nothing)."""
@@ -179,4 +237,5 @@ def zmap_discover(network: str, port: int, policy: TargetPolicy, *, rate: float,
     # router (e.g. the gateway's "host unreachable"), which must not become a target
     allowed = sorted((a for a in found if ipaddress.ip_address(a) in net and policy.allowed(a)),
                      key=ipaddress.ip_address)
-    return ZmapDiscovery(tuple(allowed), int(sent), seconds, route)
+    n_blocked: int = sum(blocked_in_range(net, policy).values())  # type: ignore[arg-type]  # --cidr: IPv4
+    return ZmapDiscovery(tuple(allowed), int(sent), seconds, route, n_blocked)

@@ -56,12 +56,18 @@ def up(config: Optional[Path] = _CONFIG_OPT) -> None:
 @testbed_app.command("status")
 def status(as_json: bool = json_option(help="Print state and ground truth as JSON."),
            config: Optional[Path] = _CONFIG_OPT) -> None:
-    """What runs, and the ground truth of every host."""
+    """What runs, and the ground truth of every host. Exit status 0 when the testbed is up,
+    1 (and one line on stderr) when it is down; --json prints the state either way."""
     st = _testbed(config).status()
     if as_json:
         print(json.dumps(st, indent=1, default=str))
+    if not st["up"]:
+        print(f"netsurvey: testbed is down (state in {st['state_dir']}); start it with 'netsurvey testbed up'",
+              file=sys.stderr)
+        raise typer.Exit(1)
+    if as_json:
         return
-    out.print(f"testbed is {'UP' if st['up'] else 'DOWN'} (state in {st['state_dir']})")
+    out.print(f"testbed is UP (state in {st['state_dir']})")
     t = Table("process", "namespace", "pid", "running")
     for p in st["processes"]:
         t.add_row(p["name"], p["namespace"], str(p["pid"]), "yes" if p["running"] else "NO")

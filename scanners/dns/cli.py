@@ -49,7 +49,7 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
     finite(rate, "--rate", positive=True)
     params = dict(params, event_loop=aio.loop_name())  # recorded: the loop changes CPU per query
     ctx = open_scan(params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
-                    concurrency=concurrency)
+                    concurrency=concurrency, plan_note=getattr(options, "plan_note", None))
     scanner.init(options, ctx)
     if as_json:
         ctx.console.quiet = True

@@ -34,6 +34,15 @@ class TtlOptions:
     edns_payload: Optional[int] = 1232
     engine: EngineOptions = EngineOptions()
 
+    @property
+    def plan_note(self) -> Optional[str]:
+        """What a dry run cannot count: the walk finds each name's nameservers by asking the
+        resolver and them (the measurement's targets), and the policy judges them then."""
+        if self.nameserver is not None:
+            return None
+        return ("the nameservers the delegation walk finds are judged by the policy when found "
+                "(names behind a blocked one are recorded as blocked); not counted here")
+
 
 class TtlProbe(NamedTuple):
     """One (hostname, type) asked at an authoritative server (an immutable tuple: one is

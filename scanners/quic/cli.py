@@ -68,7 +68,8 @@ def _target_stream(list_name: Optional[str], top: Optional[int], target: list[st
     """The list (A and AAAA) and --target entries as a stream of ScanTargets, one per
     address (issue 26): the list's names are read from the database and resolved batch by
     batch while the scan goes; a name without addresses goes to the stream's ``on_failed``
-    (stored as resolution-failed). A dry run resolves nothing."""
+    (stored as resolution-failed). A dry run's plan resolves them the same way (the
+    resolver is asked, no target contacted) to judge their addresses."""
     from netsurvey.scanning import NameStream, ResolvingStream
     from netsurvey.targets import stream_targets
 
@@ -108,9 +109,9 @@ def _targets(list_name: Optional[str], top: Optional[int], target: list[str], po
     return out
 
 
-def _network_targets(cidr: str, port: int, zmap: bool) -> list[ScanTarget]:
+def _network_targets(cidr: str, port: int, zmap: bool):
     """Every address of ``cidr`` (at most a /16), without hostnames; with ``zmap`` only the
-    policy is checked here (the addresses come from zmap later)."""
+    policy is checked here (the addresses come from zmap later: the network, for the plan)."""
     import ipaddress
 
     try:
@@ -123,7 +124,9 @@ def _network_targets(cidr: str, port: int, zmap: bool) -> list[ScanTarget]:
         from netsurvey.zmap import check_discoverable
 
         check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
-        return []
+        from netsurvey.zmap import ZmapRange
+
+        return ZmapRange(cidr, port)
     if net.num_addresses > 1 << 16:
         raise UsageError("--cidr: at most a /16 without --zmap")
     return [ScanTarget(None, str(a), port, None) for a in net]
@@ -138,7 +141,8 @@ def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanT
 
     found = zmap_discover(cidr, port, ctx.policy, rate=rate, udp_payload=build_probe(b"\x5a" * CID_LEN, b"\xa5" * CID_LEN))
     return [ScanTarget(None, a, port, None) for a in found.open], {"zmap-sent": found.sent,
-                                                                   "zmap-answered": len(found.open)}
+                                                                   "zmap-answered": len(found.open),
+                                                                   "blocked": found.blocked}
 
 
 def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:
@@ -289,7 +293,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         query = {"list": list_name, "top": top, "target": target, "port": port}
         from netsurvey.runctx import is_dry_run
 
-        if is_dry_run():   # the plan from the names, unresolved: records a cancelled run, asks nothing, ends here
+        if is_dry_run():   # the plan resolves the names as the run will: records a cancelled run, ends here
             open_scan({"query": query}, packages=("aioquic",),
                       targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
         targets = _targets(list_name, top, target, port)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -88,7 +88,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 raise UsageError(f"--cidr: {exc}") from None
             if net.num_addresses > 1 << 24:
                 raise UsageError("--cidr: at most a /8 (IPv4) per run")
-            targets = [ScanTarget(None, str(a), port) for a in net]
+            if zmap:   # the plan's: the probed targets come from zmap
+                from netsurvey.zmap import ZmapRange
+
+                targets: Any = ZmapRange(cidr, port)   # the plan's view of the range
+            else:
+                targets = [ScanTarget(None, str(a), port) for a in net]
             failed: list = []
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
@@ -120,7 +125,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
                               kernel_sample=kernel_sample, show_progress=not as_json)
         if found is not None:   # what zmap did, kept with the run's counts
-            counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open)})
+            counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open), "blocked": found.blocked})
         ctx.counts.update(counts)
         _print({"run_id": ctx.run.id, "counts": counts}, as_json,
                f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
@@ -147,7 +152,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.targets import Target
 
         from .scanner import TfoOptions
-        from .survey import LbPlan, lb_survey, new_seed
+        from .survey import LbPlan, lb_survey, lb_targets, new_seed
 
         db = list_db()   # the run to resume or the list: neither is in a database not made yet
         if resume is not None:
@@ -167,8 +172,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.runctx import is_dry_run
 
             if is_dry_run():  # records a cancelled run with the plan, contacts nothing, ends here
-                open_scan({"resume": resume}, targets=[ScanTarget(t.hostname, None, plan.port, t.rank)
-                                                                 for t in hostnames])
+                open_scan({"resume": resume}, targets=lb_targets(plan))
             from netsurvey.runs import reopen_run
 
             cfg = st.config
@@ -196,8 +200,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             params = dict(list=list_name, top=top, support_run=support_run, rounds=rounds, interval=secs, port=port,
                           rate=rate, cooldown=cooldown, seed=seed, nameservers=ns,
                           hostnames=[(t.rank, t.hostname) for t in chosen])
-            ctx = open_scan(params, targets=[ScanTarget(t.hostname, None, port, t.rank) for t in chosen],
-                            rate_pps=rate or None)
+            ctx = open_scan(params, targets=lb_targets(plan), rate_pps=rate or None)
             opts = TfoOptions(ctx.limiter.rate, cooldown, seed)
         ctx.run.final_counts = lambda: {"rounds_done": _done(ctx)}
         if stop_after is not None:
@@ -231,7 +234,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.resolve import resolve_many
 
         from .scanner import TfoOptions
-        from .survey import new_seed, reuse_scan
+        from .survey import new_seed, reuse_scan, reuse_targets
 
         _check_common(port, rate, cooldown)
         if (list_name is None) == (cookies_from is None):
@@ -254,7 +257,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         ctx = open_scan(dict(list=list_name, top=top, lb_run=lb_run, port=port, rate=rate,
                                           cooldown=cooldown, ipv6=ipv6, seed=seed),
-                        targets=sorted({a for addrs in addresses.values() for a in addrs}), rate_pps=rate or None)
+                        targets=reuse_targets(addresses, port), rate_pps=rate or None)
         counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
         ctx.counts.update(counts)
         _print({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")

@@ -133,6 +133,16 @@ class LbPlan:
     nameservers: Optional[tuple[str, ...]] = None
 
 
+def lb_targets(plan: LbPlan) -> scanning.ResolvedOnce:
+    """The survey's hostnames, resolved for the dry-run plan as each round resolves them
+    (:func:`resolve_targets`: the first A address, through the plan's nameservers)."""
+    names = [ScanTarget(t.hostname, None, plan.port, t.rank) for t in plan.hostnames]
+    ns = list(plan.nameservers) if plan.nameservers else None
+    return scanning.ResolvedOnce(names, lambda: resolve_targets(plan.hostnames, plan.port, False, ns),
+                                 plan_note=f"counted for one round: each of the {plan.rounds} rounds resolves "
+                                           "the names again" if plan.rounds > 1 else None)
+
+
 def rounds_done(ctx: ScanContext) -> int:
     with ctx.db.connect() as conn:
         row = conn.execute("SELECT (counts->>'rounds_done')::int FROM scan_run WHERE id=%s", (ctx.run.id,)).fetchone()
@@ -185,6 +195,12 @@ def lb_survey(ctx: ScanContext, opts: TfoOptions, plan: LbPlan, *, show_progress
 
 
 # -- cross-address cookie reuse ------------------------------------------------------------
+def reuse_targets(addresses: dict[str, list[str]], port: int) -> list[ScanTarget]:
+    """Each hostname's distinct addresses (an address two hostnames share is two targets):
+    what :func:`reuse_scan` judges by the policy, for the dry-run plan and the run's vantage."""
+    return [ScanTarget(h, a, port) for h, addrs in addresses.items() for a in dict.fromkeys(addrs)]
+
+
 def reuse_scan(ctx: ScanContext, opts: TfoOptions, addresses: dict[str, list[str]], port: int,
                max_addresses: int = 8) -> dict[str, int]:
     """For each hostname with >= 2 allowed addresses: get a cookie from each address, then

@@ -11,7 +11,7 @@ from typing import Optional
 
 from netsurvey.clictx import open_scan
 from netsurvey.errors import UsageError
-from netsurvey.scanning import ResolvingStream, ScanTarget, run_scan
+from netsurvey.scanning import ResolvedOnce, ResolvingStream, ScanTarget, run_scan
 from netsurvey.writer import ResultWriter
 
 from .lifetime import LifetimeOptions, LifetimeProbe
@@ -64,9 +64,29 @@ def run_survey(targets: ResolvingStream, opts: TlsOptions, *, concurrency: int =
     return {"run_id": ctx.run.id, **counts}
 
 
-def _plan(hosts: Hosts, port: int) -> list[ScanTarget]:
-    """What a dry run lists: the hosts (with their fixed address, if given)."""
-    return [ScanTarget(h, a, port, r) for r, h, a in hosts]
+def _plan(hosts: Hosts, port: int, ipv6: bool) -> ResolvedOnce:
+    """The hosts (with their fixed address, if given) and how tls-lifetime and tls-zgrab
+    resolve them (:func:`expand_targets`), for the dry-run plan."""
+    return ResolvedOnce([ScanTarget(h, a, port, r) for r, h, a in hosts],
+                        lambda: asyncio.run(expand_targets(hosts, port, ipv6)))
+
+
+def _pick_family(targets: list[ScanTarget], family: int) -> list[ScanTarget]:
+    """tls-shared's targets: each hostname's first address of ``family`` (4 or 6)."""
+    pick: dict[str, ScanTarget] = {}
+    for t in targets:
+        if (":" in t.address) == (family == 6) and t.hostname not in pick:  # type: ignore[operator]  # resolved
+            pick[t.hostname] = t  # type: ignore[index]  # a name
+    return list(pick.values())
+
+
+def _shared_plan(hosts: Hosts, port: int, family: int) -> ResolvedOnce:
+    """tls-shared's hosts and their resolution as the run makes it, for the dry-run plan."""
+    def resolve():
+        targets, failed = asyncio.run(expand_targets(hosts, port, family == 6))
+        return _pick_family(targets, family), failed
+
+    return ResolvedOnce([ScanTarget(h, a, port, r) for r, h, a in hosts], resolve)
 
 
 def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
@@ -103,7 +123,7 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
     if ctx is None:
         params = lifetime_params(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=slots,
                                  hosts_in_flight=hosts_in_flight)
-        ctx = open_scan(params, packages=("cryptography",), targets=_plan(hosts, port),
+        ctx = open_scan(params, packages=("cryptography",), targets=_plan(hosts, port, ipv6),
                         concurrency=concurrency)
     counts = ctx.counts   # recorded by the run path however the run ends
     counts.update(attempts=0, resumed=0)
@@ -184,7 +204,7 @@ def resume_lifetime(run_id: int) -> dict:
     keys = ("max_age", "step", "mechanisms", "versions", "chain", "stop_on_refusal", "timeout", "verify")
     opts = LifetimeOptions(**{k: (tuple(p[k]) if isinstance(p[k], list) else p[k]) for k in keys})  # type: ignore[arg-type]  # as recorded
     if is_dry_run():   # records a cancelled run with the plan, contacts nothing, ends here
-        open_scan({"resume": run_id}, targets=_plan(hosts, p["port"]))
+        open_scan({"resume": run_id}, targets=_plan(hosts, p["port"], p["ipv6"]))
     cfg = st.config
     ctx = ScanContext(db=db, run=reopen_run(db, run_id), config=cfg, policy=TargetPolicy.from_config(cfg.etiquette),
                       limiter=RateLimiter(cfg.etiquette.rate_pps, cfg.etiquette.per_destination_pps))
@@ -221,7 +241,7 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
                family: int, port: int, concurrency: int) -> dict:
     params = {"hosts": len(hosts), "groups": len(group_map) if group_map else None, "merge": list(merge),
               "family": family, "port": port, **opts.__dict__}
-    ctx = open_scan(params, packages=("cryptography",), targets=_plan(hosts, port),
+    ctx = open_scan(params, packages=("cryptography",), targets=_shared_plan(hosts, port, family),
                     concurrency=concurrency)
     counts = ctx.counts   # recorded by the run path however the run ends
     counts.update(attempts=0, resumed=0)
@@ -233,11 +253,7 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
 
         async def go() -> SharedProbe:
             targets, failed = await expand_targets(hosts, port, family == 6)
-            pick: dict[str, ScanTarget] = {}
-            for t in targets:
-                if (":" in t.address) == (family == 6) and t.hostname not in pick:  # type: ignore[operator]  # resolved
-                    pick[t.hostname] = t  # type: ignore[index]  # a name
-            ok, blocked = _allowed(ctx, list(pick.values()))
+            ok, blocked = _allowed(ctx, _pick_family(targets, family))
             by_host: dict[str, ScanTarget] = {t.hostname: t for t in ok}  # type: ignore[misc]  # names
             counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
             probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)

@@ -212,10 +212,10 @@ def run_zgrab(hosts, *, ingest: Optional[Path], senders: int, ipv6: bool) -> dic
         except OSError as exc:
             raise UsageError(f"{ingest}: cannot read: {exc.strerror}") from None
         _check_ingest(ingest, lines)
-    from netsurvey.scanning import ScanTarget
+    from .run import _plan
 
     ctx = open_scan({"engine": "zgrab2", "senders": senders, "ingest": str(ingest) if ingest else None},
-                    packages=(), targets=None if ingest is not None else [ScanTarget(h, a, 443, r) for r, h, a in hosts])
+                    packages=(), targets=None if ingest is not None else _plan(hosts, 443, ipv6))
     bad: list[BadZgrabLine] = []
     blocked = n = 0
     with handshake_writer(ctx.db) as w:   # closed (flushed) on SIGTERM too

@@ -1,6 +1,7 @@
 """Issue 26: `scan tls` and `scan quic` read, resolve and probe their list batch by batch
 (netsurvey.scanning.ResolvingStream) instead of resolving the whole list before the first
-handshake, and their dry runs resolve nothing.
+handshake, and their dry runs contact no host (they ask the resolver, as the run does, to
+judge the addresses by the policy: tests/core/test_dry_run_plan.py).
 
 Seen from outside: tests/support/sniffer.py on the testbed vantage's bridge records the DNS questions
 to the testbed resolver and the SYNs to the TLS host. Before streams, every question of the
@@ -66,27 +67,37 @@ def test_tls_probes_before_the_list_is_resolved(db, testbed, tmp_path):
     assert len(before) < len(questions)
 
 
-def test_quic_dry_run_resolves_nothing(db, testbed, tmp_path):
+def test_quic_dry_run_contacts_no_host(db, testbed, tmp_path):
+    """The dry runs of scan quic, quic-discover and tls ask the testbed's resolver about the
+    list's names (as their runs do: the plan judges each address) and send nothing else:
+    no packet to a host. (Before, they resolved nothing, and their plans could not count
+    what the policy blocks.)"""
     names = ["www.example.test", "retry.example.test", "notoken.example.test", "a.test"]
     _import(db, tmp_path, names, "quicdry")
+    resolver = {"198.18.1.1", "2001:2:0:1::1"}   # the testbed's unbound (the vantage's resolv.conf)
+    gt = testbed.status()["ground_truth"]
+    addrs = {a for kind in ("tls_hosts", "quic_hosts") for h in gt[kind] if h["hostname"] in names
+             for a in h["addresses"]}
     for cmd in (["scan", "quic"], ["scan", "quic-discover"], ["scan", "tls"]):
         with vantage_capture(tmp_path / f"dry-{cmd[-1]}.jsonl") as sn:
             r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, *cmd,
                         "--list", "quicdry", "--dry-run", dsn=db.dsn, timeout=120)
         assert r.returncode == 0, r.stderr
-        assert f"{len(names)} targets would be probed" in r.stdout, r.stdout
+        # every name has an IPv4 and an IPv6 address (a.test too): one target each
+        assert f"{2 * len(names)} targets would be probed" in r.stdout, r.stdout
         for h in names:
             assert h in r.stdout
-        # to the resolver or the hosts (198.19.0.0/16 is the scale benches' namespace, not ours)
+        # to the hosts (the testbed is shared: other sessions' scans from the vantage are on
+        # the bridge too); DNS questions to the resolver only
         sent = [p for p in sn.packets if p.get("proto") != "icmp6" and
-                (p.get("dns_id") is not None or p["dst"].startswith(("198.18.", "2001:2:")))]
+                (p["dst"] in addrs or (p.get("dns_id") is not None and p["dst"] not in resolver))]
         assert sent == [], (cmd, sent[:5])
-    # positive control: the same list without --dry-run asks the resolver
+    # positive control: the same list without --dry-run contacts the hosts
     with vantage_capture(tmp_path / "real.jsonl") as sn:
         r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "scan", "quic",
                     "--list", "quicdry", "--timeout", "2s", "--no-resume", "--json", dsn=db.dsn, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert any(p.get("dns_id") is not None for p in sn.packets)
+    assert any(p["dst"] in addrs for p in sn.packets)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     hosts = {h for h, in _rows(db, "SELECT DISTINCT hostname FROM quic_connection WHERE run_id=%s", out["run_id"])}
     assert hosts == set(names), hosts
