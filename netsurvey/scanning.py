@@ -506,3 +506,32 @@ async def _scan_all(scanner: Scanner, allowed: Iterable[ScanTarget], total: Opti
 
 #: ScanOutcome.error of a target whose probe was under way when the run was stopped.
 INTERRUPTED = "interrupted: the run was stopped while this target was being probed"
+
+
+def scan_server(scanner: "Scanner", options: Any, target: ScanTarget, *,
+                etiquette: Optional[Any] = None) -> ScanOutcome:
+    """One target through one scanner, with no database, no run and no command line
+    (sslyze's ``scan_server()``): for tests against a local listener and for library use.
+    The etiquette still holds: ``etiquette`` (an :class:`~netsurvey.config.EtiquetteConfig`,
+    default the configured one's defaults) decides whether the address may be contacted
+    and paces the probes; a refused target is an outcome with status ``blocked``, never
+    contacted. Nothing is written."""
+    import asyncio
+
+    from .config import EtiquetteConfig, SurveyConfig
+    from .etiquette import TargetPolicy, limiter_from_config
+
+    cfg = etiquette if etiquette is not None else EtiquetteConfig()
+    policy = TargetPolicy.from_config(cfg)
+    if target.address is None:
+        raise ValueError("scan_server takes a resolved target (ScanTarget with an address)")
+    why = policy.reason_blocked(target.address)
+    if why is not None:
+        return ScanOutcome(target, ScanStatus.BLOCKED, None, why)
+    ctx = ScanContext(db=None, run=None, config=SurveyConfig(etiquette=cfg), policy=policy,  # type: ignore[arg-type]  # no storage
+                      limiter=limiter_from_config(cfg))
+    scanner.init(options, ctx)
+    try:
+        return asyncio.run(scanner.scan(target))
+    finally:
+        scanner.close()
