@@ -458,8 +458,10 @@ def _comma_lists(process_value):
 
 #: lone surrogates: bytes of the command line that are not UTF-8 (decoded with surrogateescape)
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
-#: control characters (a newline would split a one-line error, a stored value, a log line)
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: control characters, C0 and C1 (a newline would split a one-line error, a stored value, a
+#: log line; U+009B is the 8-bit CSI of a terminal), and the line and paragraph separators
+#: (str.splitlines breaks there)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _annotation_kind(p) -> Optional[type]:
