@@ -64,3 +64,17 @@ def test_a_config_or_schedule_that_never_ends_is_one_line(how, special, server_r
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
     assert [x.name for x in server_reachable_dir.iterdir()] == (["cfg.toml"] if special == "fifo" else [])
+
+
+@pytest.mark.parametrize("argv", [["runs", "cancel", "7"], ["export", "--run", "7", "--out", "o"],
+                                  ["db", "archive-run", "--run", "7", "--out", "o"]],
+                         ids=["runs-cancel", "export", "archive-run"])
+def test_a_run_id_in_an_empty_directory_creates_nothing(argv, server_reachable_dir):
+    """A command about an existing run, in a directory with no database: the run cannot
+    exist, so one line, exit 2 and nothing created. Before: each ran initdb (and left the
+    embedded server's files) and then said 'no scan_run with id 7' / 'run 7 is not queued
+    or running'."""
+    p = run_cli(*argv, cwd=server_reachable_dir, env={"HOME": str(server_reachable_dir)})
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
+    assert list(server_reachable_dir.iterdir()) == [], list(server_reachable_dir.rglob("*"))[:5]
