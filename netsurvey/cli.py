@@ -118,7 +118,7 @@ def db_archive_run(
     from .retention import archive_run
 
     finite(lock_timeout_s, "--lock-timeout-s", positive=True)
-    manifest, dropped = archive_run(migrated_db(), run, out_dir, fmt, drop, lock_timeout_s)
+    manifest, dropped = archive_run(migrated_db(create=False), run, out_dir, fmt, drop, lock_timeout_s)  # a run: never a new database
     if as_json:
         print(json.dumps({"out": str(out_dir), "files": [{k: f[k] for k in ("table", "file", "rows", "sha256")}
                                                          for f in manifest["files"]],
@@ -344,7 +344,7 @@ def runs_cancel(run_id: int = typer.Argument(..., help="scan_run id.")) -> None:
     """Cancel a queued or running run: shards not yet started never start."""
     from .jobs import cancel_run
 
-    n = cancel_run(migrated_db(), run_id)
+    n = cancel_run(migrated_db(create=False), run_id)   # a run to cancel is in a database that exists
     out.print(f"run {run_id} cancelled; {n} pending shards cancelled")
 
 
@@ -458,8 +458,10 @@ def _comma_lists(process_value):
 
 #: lone surrogates: bytes of the command line that are not UTF-8 (decoded with surrogateescape)
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
-#: control characters (a newline would split a one-line error, a stored value, a log line)
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: control characters, C0 and C1 (a newline would split a one-line error, a stored value, a
+#: log line; U+009B is the 8-bit CSI of a terminal), and the line and paragraph separators
+#: (str.splitlines breaks there)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _annotation_kind(p) -> Optional[type]:

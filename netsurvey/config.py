@@ -106,14 +106,25 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{path}: {key}: {first['msg']}"
 
 
+#: Largest config or schedule file read (a device such as /dev/zero never ends).
+MAX_TOML_BYTES = 16 * 2**20
+
+
 def load_toml_model(path: Path, model: type[BaseModel], what: str = "config file"):
     """Read a TOML file and validate it into ``model``. Every failure (missing, unreadable,
     not UTF-8, not TOML, invalid value) is one UsageError naming the file, line or key, and
     the reason."""
+    import stat
+
     path = Path(path)
     try:
+        if stat.S_ISFIFO(path.stat().st_mode):   # opening it waits for a writer, for ever
+            raise UsageError(f"{path}: {what} is a FIFO, not a file")
         with path.open("rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read(MAX_TOML_BYTES + 1)   # /dev/zero never ends
+        if len(data) > MAX_TOML_BYTES:
+            raise UsageError(f"{path}: {what} is larger than {MAX_TOML_BYTES // 2**20} MiB")
+        raw = tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: {what} not found") from None
     except tomllib.TOMLDecodeError as exc:

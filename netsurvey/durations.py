@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import re
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$", re.IGNORECASE)
+#: ASCII digits and spaces only: \d and \s would take '١٠' (float() reads it as 10) and U+2028
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$", re.IGNORECASE | re.ASCII)
 _UNITS_S = {"ms": 0.001, None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 

@@ -432,7 +432,7 @@ def export_command(
     """Write one run's rows (one file per table) and manifest.json with checksums; streams."""
     from .clictx import migrated_db
 
-    manifest = export_run(migrated_db(), run, out_dir, fmt, tables)
+    manifest = export_run(migrated_db(create=False), run, out_dir, fmt, tables)   # a run: never a new database
     manifest.pop("_batches", None)
     if as_json:
         print(json.dumps(manifest, default=str))

@@ -97,9 +97,26 @@ class Run:
             conn.execute(
                 "UPDATE scan_run SET status=%s, finished_at=now(), counts=%s "
                 "WHERE id=%s AND status IN ('running', 'queued')",
-                (status, json.dumps(counts or {}), self.id),
+                (status, counts_json(counts), self.id),
             )
         release_run(self.db, self.id)
+
+
+def counts_json(counts: Optional[dict]) -> str:
+    """A run's counts as JSON PostgreSQL takes: a value JSON cannot hold (a set, a date) as
+    text, a NaN or infinity (jsonb refuses them) as text too. A run whose counts failed to
+    serialise stayed 'running' with every count lost."""
+    import math
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(counts or {}), default=str)
 
 
 #: Taken first in every transaction that inserts a scan_run row. Its trigger creates the
@@ -256,10 +273,10 @@ def _adopt(run: Run) -> None:
     ctx = runctx.current()
     if ctx is None:
         return
-    for earlier in ctx.runs:
+    ctx.runs.append(run)   # first: if ending an earlier run fails, the run path still ends this one
+    for earlier in ctx.runs[:-1]:
         if not earlier.ended:
             earlier.finish("finished", earlier.counts)
-    ctx.runs.append(run)
 
 
 def reopen_run(db: Database, run_id: int) -> Run:

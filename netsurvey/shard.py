@@ -84,7 +84,7 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     """Commit the shard's results with its job_shard row; False if it was already committed
     (then everything this attempt wrote is rolled back). Marks the run finished when the
     last shard commits."""
-    import json
+    from .runs import counts_json
 
     spec = current()
     assert spec is not None
@@ -103,7 +103,7 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
         row = conn.execute(
             """INSERT INTO job_shard (run_id, round, shard, status, counts, worker, attempt, vantage, id)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, round, shard) DO NOTHING RETURNING shard""",
-            (spec.run_id, spec.round, spec.index, status, json.dumps(counts), f"{socket.gethostname()}:{os.getpid()}",
+            (spec.run_id, spec.round, spec.index, status, counts_json(counts), f"{socket.gethostname()}:{os.getpid()}",
              spec.attempt, shard_vantage_json(), row_id(dsn))).fetchone()
         if row is None:
             conn.rollback()

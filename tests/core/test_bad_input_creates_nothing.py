@@ -31,3 +31,50 @@ def test_unknown_list_in_an_empty_directory_creates_nothing(name, server_reachab
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
     assert list(server_reachable_dir.iterdir()) == [], list(server_reachable_dir.rglob("*"))[:5]
+
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("how", ["--config", "NETSURVEY_CONFIG", "--schedule"])
+def test_a_config_or_schedule_that_never_ends_is_one_line(how, special, server_reachable_dir):
+    """--config / NETSURVEY_CONFIG / --schedule naming /dev/zero or a FIFO: one line, exit
+    2, nothing created. Before: /dev/zero was read until MemoryError ('internal error',
+    exit 1; without a memory limit the kernel killed the command) and a FIFO with no
+    writer hung the command for ever."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    f = "/dev/zero"
+    if special == "fifo":
+        f = str(server_reachable_dir / "cfg.toml")
+        os.mkfifo(f)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(server_reachable_dir)}
+    env.pop("NETSURVEY_DSN", None)
+    args = {"--config": ["--config", f, "db", "status"], "NETSURVEY_CONFIG": ["db", "status"],
+            "--schedule": ["schedule", "list", "--schedule", f]}[how]
+    if how == "NETSURVEY_CONFIG":
+        env[how] = f
+    p = subprocess.run([sys.executable, "-m", "netsurvey.cli", *args], cwd=server_reachable_dir, env=env,
+                       capture_output=True, text=True, timeout=60,   # memory capped: /dev/zero must not eat the machine
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
+    assert [x.name for x in server_reachable_dir.iterdir()] == (["cfg.toml"] if special == "fifo" else [])
+
+
+@pytest.mark.parametrize("argv", [["runs", "cancel", "7"], ["export", "--run", "7", "--out", "o"],
+                                  ["db", "archive-run", "--run", "7", "--out", "o"]],
+                         ids=["runs-cancel", "export", "archive-run"])
+def test_a_run_id_in_an_empty_directory_creates_nothing(argv, server_reachable_dir):
+    """A command about an existing run, in a directory with no database: the run cannot
+    exist, so one line, exit 2 and nothing created. Before: each ran initdb (and left the
+    embedded server's files) and then said 'no scan_run with id 7' / 'run 7 is not queued
+    or running'."""
+    p = run_cli(*argv, cwd=server_reachable_dir, env={"HOME": str(server_reachable_dir)})
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
+    assert list(server_reachable_dir.iterdir()) == [], list(server_reachable_dir.rglob("*"))[:5]

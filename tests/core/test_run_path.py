@@ -127,3 +127,45 @@ def test_no_plugin_ends_runs_or_catches_base_exception():
                 if re.search(r"\.finish\(|except BaseException", line):
                     found.append(f"{f.relative_to(root)}:{no}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_counts_json_cannot_hold_still_end_the_run(db, declared):
+    """Counts JSON cannot hold as they are (a NaN mean, a set, a datetime) end the run all
+    the same, with those values as text; before, json.dumps (TypeError) or jsonb ('NaN')
+    failed inside finish and the run stayed 'running' with every count lost."""
+    import datetime as dt
+
+    def odd():
+        ctx = open_scan({})
+        ctx.counts.update(probed=2, mean_rtt_ms=float("nan"), seen={"a"}, at=dt.date(2024, 1, 2))
+    _run(declared("rp-odd-counts", odd))
+    [(kind, status, counts)] = _runs(db)
+    assert (kind, status, counts["probed"]) == ("rp-odd-counts", "finished", 2)
+    assert counts["mean_rtt_ms"] == "nan" and counts["at"] == "2024-01-02"
+
+
+def test_a_failure_ending_the_previous_run_still_ends_the_next(db, declared, monkeypatch):
+    """Ending run 1 fails when run 2 opens (the database went away for a moment): run 2
+    was already inserted, so the run path must still end it; before, it was never
+    adopted and stayed 'running' (and so did every run after a failing one)."""
+    from netsurvey import runs as runs_mod
+
+    real = runs_mod.Run.finish
+    calls = []
+
+    def flaky(self, status="finished", counts=None):
+        calls.append(self.id)
+        if len(calls) == 1:
+            self.ended = True
+            raise psycopg.OperationalError("server closed the connection")
+        return real(self, status, counts)
+
+    def two():
+        open_scan({"round": 1})
+        open_scan({"round": 2}).counts["round"] = 2
+    monkeypatch.setattr(runs_mod.Run, "finish", flaky)
+    with pytest.raises(psycopg.OperationalError):
+        _run(declared("rp-flaky-end", two))
+    runs_mod.release_run(db, calls[0])   # run 1's end failed: its liveness lock is this test's to give back
+    statuses = [s for _, s, _ in _runs(db)]
+    assert statuses == ["running", "failed"], statuses   # run 1: its end failed; run 2 ended by the run path
