@@ -100,7 +100,12 @@ def db_docs(out_file: Optional[Path] = out_option(None, "Markdown file (default:
     """Write the data dictionary (every table, view and column) from the database's comments."""
     from .schemadoc import DEFAULT_OUT, write
 
-    out.print(str(write(migrated_db(), out_file or DEFAULT_OUT)), highlight=False)
+    db = migrated_db()
+    try:
+        written = write(db, out_file or DEFAULT_OUT)
+    except OSError as exc:
+        raise UsageError(f"{out_file or DEFAULT_OUT}: cannot write: {exc.strerror}") from None
+    out.print(str(written), highlight=False)
 
 
 @db_app.command("archive-run")
@@ -286,9 +291,9 @@ app.add_typer(schedule_app, name="schedule")
 def worker_cmd(
     concurrency: int = concurrency_option(1, help="Shards this worker runs at once."),
     once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of waiting."),
-    heartbeat: float = typer.Option(5.0, "--heartbeat", help="Seconds between worker heartbeats."),
-    stalled_after: float = typer.Option(15.0, "--stalled-after",
-                                        help="Retry jobs of workers silent for this many seconds."),
+    heartbeat: float = typer.Option(5.0, "--heartbeat", max=86400.0, help="Seconds between worker heartbeats (at most a day)."),
+    stalled_after: float = typer.Option(15.0, "--stalled-after", max=7 * 86400.0,
+                                        help="Retry jobs of workers silent for this many seconds (at most a week)."),
     schedule: Optional[Path] = typer.Option(None, "--schedule", dir_okay=False, help="Schedule file (default config/schedule.toml)."),
 ) -> None:
     """Pull sharded scan tasks from the queue (procrastinate) and run them; also fires the
@@ -565,9 +570,9 @@ def main() -> None:
     except Exception as exc:  # a bug of ours: one line for the user, the trace on request
         if os.environ.get("NETSURVEY_TRACEBACK"):
             raise
-        from .secrets import mask_argv
+        from .secrets import mask_text
 
-        said = " ".join(mask_argv(str(exc).split()))
+        said = mask_text(str(exc))
         err.print(_one_line(f"netsurvey: internal error ({type(exc).__name__}: {said}); this is a bug in "
                             "netsurvey: rerun with NETSURVEY_TRACEBACK=1 and report what it prints"),
                   highlight=False, markup=False, soft_wrap=True)

@@ -240,7 +240,7 @@ def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:
         except BaseException as exc:
             from .clicompat import Exit
 
-            if isinstance(exc, Exit) and not exc.exit_code:
+            if isinstance(exc, Exit) and not exc.exit_code or isinstance(exc, SystemExit) and not exc.code:
                 _end_runs(ctx, "finished")
             else:
                 _end_runs(ctx, "failed", exc)
@@ -272,9 +272,9 @@ def _end_runs(ctx: RunContext, status: str, exc: Optional[BaseException] = None)
             continue
         counts = _final_counts(run)
         if exc is not None:
-            from .secrets import mask_argv
+            from .secrets import mask_text
 
-            counts.setdefault("error", " ".join(mask_argv(f"{type(exc).__name__}: {exc}".split()))[:300])
+            counts.setdefault("error", mask_text(f"{type(exc).__name__}: {exc}")[:300])
         how = run.outcome or status
         if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated):
             how = "cancelled"

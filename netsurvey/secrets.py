@@ -2,6 +2,7 @@
 command line is printed or recorded (DSNs themselves: :func:`netsurvey.db.mask_dsn`)."""
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 MASK = "***"
@@ -29,6 +30,19 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
             continue
         out.append(_mask_arg(a))
     return out
+
+
+_PASSWORD_IN_TEXT = re.compile(r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+)""", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def mask_text(text: str) -> str:
+    """Free text (an exception's message recorded with a failed run or printed) with every
+    DSN password masked: ``password=...`` in any spacing or quoting, and URL passwords.
+    Then word by word as :func:`mask_argv` does."""
+    text = _PASSWORD_IN_TEXT.sub(lambda m: m.group(1) + MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + "@", text)
+    return " ".join(mask_argv(text.split()))
 
 
 def _mask_arg(arg: str) -> str:

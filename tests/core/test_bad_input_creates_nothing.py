@@ -78,3 +78,33 @@ def test_a_run_id_in_an_empty_directory_creates_nothing(argv, server_reachable_d
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "internal error" not in p.stderr, (p.returncode, p.stderr)
     assert list(server_reachable_dir.iterdir()) == [], list(server_reachable_dir.rglob("*"))[:5]
+
+
+def test_a_blocklist_that_never_ends_is_one_line(tmp_path, server_reachable_dir):
+    """etiquette.blocklist_files naming /dev/zero or a FIFO: one line, exit 2 (it read the
+    whole file: a FIFO waited for a writer for ever, /dev/zero until memory ran out)."""
+    import os
+
+    fifo = server_reachable_dir / "fifo"
+    os.mkfifo(fifo)
+    for target in ("/dev/zero", str(fifo)):
+        cfg = tmp_path / "survey.toml"
+        cfg.write_text(f'[etiquette]\nblocklist_files = ["{target}"]\n')
+        p = run_cli("--config", str(cfg), "scan", "tls", "--target", "a.test=198.18.0.1", "--dry-run",
+                    cwd=server_reachable_dir, env={"HOME": str(server_reachable_dir)}, timeout=60)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (target, p.returncode, p.stderr[-500:])
+        assert "internal error" not in p.stderr
+
+
+def test_db_docs_to_a_full_device_is_one_line(db):
+    p = run_cli("db", "docs", "--out", "/dev/full", dsn=db.dsn)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "cannot write" in p.stderr, p.stderr
+
+
+def test_worker_with_absurd_heartbeat_is_refused_before_a_database(server_reachable_dir):
+    """`worker --once --heartbeat 1e308 --stalled-after 1.7e308` created a database and then
+    ended in an internal error (the queue's interval overflowed)."""
+    p = run_cli("worker", "--once", "--heartbeat", "1e308", "--stalled-after", "1.7e308",
+                cwd=server_reachable_dir, env={"HOME": str(server_reachable_dir)})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert list(server_reachable_dir.iterdir()) == []

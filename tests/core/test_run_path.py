@@ -169,3 +169,27 @@ def test_a_failure_ending_the_previous_run_still_ends_the_next(db, declared, mon
     runs_mod.release_run(db, calls[0])   # run 1's end failed: its liveness lock is this test's to give back
     statuses = [s for _, s, _ in _runs(db)]
     assert statuses == ["running", "failed"], statuses   # run 1: its end failed; run 2 ended by the run path
+
+
+def test_sys_exit_zero_finishes_the_run(db, declared):
+    import sys
+
+    def body():
+        open_scan({})
+        sys.exit(0)
+    with pytest.raises(SystemExit):
+        _run(declared("rp-sysexit0", body))
+    assert [(k, s) for k, s, _ in _runs(db)] == [("rp-sysexit0", "finished")]
+
+
+@pytest.mark.parametrize("text", [
+    "connection to password = s3cr3t failed", "password='a s3cr3t' refused", 'password="s3cr3t x"',
+    "postgresql://u:s3cr3t@h/db unreachable", "host=h password=s3cr3t dbname=x"])
+def test_a_failed_runs_error_never_holds_a_password(db, declared, text):
+    def body():
+        open_scan({})
+        raise RuntimeError(text)
+    with pytest.raises(RuntimeError):
+        _run(declared("rp-secret", body))
+    [(_, status, counts)] = _runs(db)
+    assert status == "failed" and "s3cr3t" not in counts["error"], counts
