@@ -483,6 +483,14 @@ def _annotation_kind(p) -> Optional[type]:
     return t if t in (float, Path) else None
 
 
+def _numeric(p) -> bool:
+    """The option parses numbers with a parser of its own (a duration, a rate)."""
+    info = getattr(getattr(p, "type_descriptor", None), "parameter_info", None)
+    from .options import parse_duration, parse_duration_or_zero, parse_rate
+
+    return getattr(info, "parser", None) in (parse_duration, parse_duration_or_zero, parse_rate)
+
+
 def _value_rules(p, process_value):
     """Rules every value of every option follows, applied before its own parser: valid
     UTF-8, no control characters (in options; an argument may be free text: a query, the
@@ -510,6 +518,13 @@ def _value_rules(p, process_value):
                 bad(ctx, f"{raw.encode('unicode_escape').decode()[:60]} holds a control character")
             if kind is Path and not raw.strip():
                 bad(ctx, "the path is empty")
+            if kind is float or _numeric(p):   # before its own parser: one message for every number
+                try:
+                    finite = math.isfinite(float(raw))
+                except ValueError:
+                    finite = True   # not a number at all: its parser says what it wants
+                if not finite:
+                    bad(ctx, f"{raw.strip()} is not a finite number")
         out = _pv(ctx, value)
         if kind is float:
             for v in (out if isinstance(out, (list, tuple)) else [out]):

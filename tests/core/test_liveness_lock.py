@@ -14,6 +14,10 @@ import pytest
 from conftest import REPO, needs_root
 from support.tls_lifetime import _argv, _config, _q, _short
 
+#: this test's database only: the test server is shared by every test (one database each),
+#: and a run id (1, 2, ...) of another test's database is another run
+OWN_DB = " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
 pytestmark = pytest.mark.timeout(240)
 
 @needs_root()
@@ -36,7 +40,7 @@ def test_resume_refused_after_the_liveness_session_dropped(db, testbed, tmp_path
             assert time.monotonic() - t0 < 60 and first.poll() is None, "no event"
             time.sleep(0.3)
         run_id = _q(db, "SELECT id FROM scan_run WHERE kind = 'tls-lifetime'")[0][0]
-        pids = _q(db, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s",
+        pids = _q(db, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s" + OWN_DB,
                   RUN_LIVENESS_KEY, run_id)
         assert len(pids) == 1
         _q(db, "SELECT pg_terminate_backend(%s)", pids[0][0])
@@ -64,7 +68,7 @@ def test_runs_in_one_process_leave_no_liveness_lock(db):
 
     def held() -> int:
         with db.connect() as conn:
-            return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+            return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s" + OWN_DB,
                                 (RUN_LIVENESS_KEY,)).fetchone()[0]
 
     for _ in range(20):
@@ -87,5 +91,5 @@ def test_resume_reads_the_status_again_under_the_lock(db):
     with pytest.raises(UsageError, match="already finished"):
         hold_run(db, run.id, resuming=True)
     with db.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+        assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s" + OWN_DB,
                             (RUN_LIVENESS_KEY,)).fetchone()[0] == 0

@@ -54,7 +54,11 @@ def test_pages_cover_readme_docs_and_components():
     assert {"scanners/tls/README.md", "browser_probes/README.md", "testbed/README.md", "bench/README.md"} <= names
 
 
-def _commands(cmd, path=("netsurvey",), parent=None):
+#: the command line's own name, as it prints it in --help
+PROG = "netsurvey"
+
+
+def _commands(cmd, path=(PROG,), parent=None):
     """(path, command, context) for the command and every subcommand below it."""
     ctx = cmd.context_class(cmd, info_name=path[-1], parent=parent)
     yield path, cmd, ctx
