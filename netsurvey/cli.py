@@ -310,7 +310,7 @@ def worker_cmd(
     if finite(stalled_after, "--stalled-after", positive=True) <= heartbeat:   # else live shards are re-run
         raise UsageError(f"--stalled-after ({stalled_after:g} s) must be longer than --heartbeat ({heartbeat:g} s)")
     if schedule is not None and not schedule.is_file():
-        raise UsageError(f"--schedule: {schedule}: file not found")
+        raise UsageError(f"--schedule: {schedule}: " + ("not a regular file" if schedule.exists() else "file not found"))
     asyncio.run(run_worker(migrated_db(), concurrency, wait=not once, heartbeat=heartbeat,
                            stalled_after=stalled_after, schedule=load_schedule(schedule)))
 

@@ -110,21 +110,30 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
 MAX_TOML_BYTES = 16 * 2**20
 
 
+def read_input_bytes(path: Path, what: str, limit_bytes: int = MAX_TOML_BYTES) -> bytes:
+    """An input file's bytes, for every file a user names (config, schedule, blocklist):
+    a FIFO is refused (opening it waits for a writer, for ever) and at most ``limit_bytes``
+    are read (a device such as /dev/zero never ends); each is a UsageError naming the file.
+    OSError (missing, unreadable) is the caller's to word."""
+    import stat
+
+    path = Path(path)
+    if stat.S_ISFIFO(path.stat().st_mode):
+        raise UsageError(f"{path}: {what} is a FIFO, not a file")
+    with path.open("rb") as fh:
+        data = fh.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise UsageError(f"{path}: {what} is larger than {limit_bytes // 2**20} MiB")
+    return data
+
+
 def load_toml_model(path: Path, model: type[BaseModel], what: str = "config file"):
     """Read a TOML file and validate it into ``model``. Every failure (missing, unreadable,
     not UTF-8, not TOML, invalid value) is one UsageError naming the file, line or key, and
     the reason."""
-    import stat
-
     path = Path(path)
     try:
-        if stat.S_ISFIFO(path.stat().st_mode):   # opening it waits for a writer, for ever
-            raise UsageError(f"{path}: {what} is a FIFO, not a file")
-        with path.open("rb") as fh:
-            data = fh.read(MAX_TOML_BYTES + 1)   # /dev/zero never ends
-        if len(data) > MAX_TOML_BYTES:
-            raise UsageError(f"{path}: {what} is larger than {MAX_TOML_BYTES // 2**20} MiB")
-        raw = tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(read_input_bytes(path, what).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: {what} not found") from None
     except tomllib.TOMLDecodeError as exc:

@@ -51,7 +51,7 @@ def read_query(query: Optional[str], file: Optional[Path], stdin: IO[str] = sys.
         if src == "-":
             text = stdin.read()
         elif file is not None and not file.is_file():
-            raise UsageError(f"{file}: file not found")
+            raise UsageError(f"{file}: " + ("not a regular file" if file.exists() else "file not found"))
         elif file is not None:
             text = file.read_text(encoding="utf-8")
         elif query is None:

@@ -40,19 +40,11 @@ RESERVED = [ipaddress.ip_network(n) for n in (
 
 def read_network_file(path: Path) -> list[IPNetwork]:
     """One network per line, '#' comments. Raises UsageError naming file and line."""
-    import stat
-
-    from .config import MAX_TOML_BYTES
+    from .config import MAX_TOML_BYTES, read_input_bytes
 
     nets = []
     try:
-        if stat.S_ISFIFO(Path(path).stat().st_mode):   # opening it waits for a writer, for ever
-            raise UsageError(f"{path}: blocklist is a FIFO, not a file")
-        with Path(path).open("rb") as fh:
-            data = fh.read(4 * MAX_TOML_BYTES + 1)   # /dev/zero never ends
-        if len(data) > 4 * MAX_TOML_BYTES:
-            raise UsageError(f"{path}: blocklist is larger than {4 * MAX_TOML_BYTES // 2**20} MiB")
-        lines = data.decode("utf-8").splitlines()
+        lines = read_input_bytes(Path(path), "blocklist", 4 * MAX_TOML_BYTES).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         line_no = exc.object[:exc.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line_no}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from None

@@ -32,19 +32,21 @@ MAX_PORT = 65535
 MAX_CONCURRENCY = 100_000
 
 
+def _duration(value: Any, allow_zero: bool) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):   # a declared default
+        return float(value)
+    return parse_duration_s(str(value), allow_zero=allow_zero)
+
+
 def parse_duration(value: Any) -> float:
     """The one parser of duration options: ``5``, ``5s``, ``500ms``, ``2m``, ``1.5h``,
     ``1d`` as seconds (:mod:`netsurvey.durations`); finite and positive."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):   # a declared default
-        return float(value)
-    return parse_duration_s(str(value))
+    return _duration(value, allow_zero=False)
 
 
 def parse_duration_or_zero(value: Any) -> float:
     """As :func:`parse_duration`, zero allowed (an interval of 0: no wait)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return parse_duration_s(str(value), allow_zero=True)
+    return _duration(value, allow_zero=True)
 
 
 def parse_rate(value: Any) -> float:
