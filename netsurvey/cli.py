@@ -393,9 +393,13 @@ def schedule_start(name: str = typer.Argument(..., help="A rounds x interval ent
 def _register_subapps() -> None:
     """Commands and measurements of every plugin (entry points; see plugins.py), and the
     job queue as the runner of --shards/--procs."""
-    from .jobs import submit
     from .measure import set_dispatcher
     from .plugins import plugins
+
+    def submit(*args, **kwargs) -> None:   # the job queue (procrastinate) loads only when used
+        from .jobs import submit as queue_submit
+
+        queue_submit(*args, **kwargs)
 
     set_dispatcher(submit)
     for m in plugins():
