@@ -9,8 +9,9 @@ Per target address two things run side by side:
   the database when the target is done.
 - **Lifetime searches**, one per kind (``ticket``; ``token`` only where a fresh connection
   got a Retry, since token acceptance is invisible elsewhere): the grid of ages a = k x
-  every_s (k = 1 .. n, n = duration_s / every_s) is searched in rounds of a k-ary search
-  (netsurvey/agesearch.py, as ``scan tls-lifetime``). Each age is tried with state that was
+  every_s (k = 1 .. n, n = duration_s / every_s) is searched by the age search
+  (netsurvey/agesearch: rounds of a k-ary search, as ``scan tls-lifetime``); this module
+  is its QUIC :class:`~netsurvey.agesearch.Probe`. Each age is tried with state that was
   **never presented before**: one *establish* connection per age yields a ticket (token),
   which one *represent* connection presents exactly once, k x every_s after its arrival.
   Single-use tickets (quinn, aioquic's own server) therefore read as their real lifetime;
@@ -32,17 +33,16 @@ Per target address two things run side by side:
 """
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from aioquic.tls import CipherSuite, SessionTicket
 
-from netsurvey.agesearch import DueQueue, decided_index, default_slots, next_points
+from netsurvey.agesearch import AgeSearch, Chain, Held, Host, Missing, Outcome, default_slots, prior_chains, unanswered
 from netsurvey.scanning import ScanTarget
 
 from .records import TurnoverOptions
@@ -75,77 +75,26 @@ def ticket_from_bytes(b: bytes) -> SessionTicket:
 
 # ------------------------------------------------------------------ search state
 @dataclass
-class Held:
-    """A state waiting for its one presentation (all that is kept of its establish connection).
+class Samples:
+    """A target's sample series: round r at anchor_w + r x every_s (unix s)."""
 
-    :ivar arrived_w: its arrival, unix s (the age counts from here).
-    """
-
-    conn_id: int
-    arrived_w: float
-    state: object          # SessionTicket (ticket) or bytes (token)
-
-
-@dataclass
-class Chain:
-    """Search state of one (target, kind)."""
-
-    host: "HostPlan"
-    kind: str
-    n: int
-    lo: int = 0
-    hi: int = 0
-    round: int = 0
-    pending: dict = field(default_factory=dict)      # grid index -> Held
-    establishing: int = 0
-    bracket_at_round_start: tuple = (0, 0)
-    finished: bool = False
-    planned_any: bool = False
-    stalls: int = 0
-    reuse_done: bool = False
-
-    def __post_init__(self):
-        if not self.hi:
-            self.hi = self.n + 1
-
-
-@dataclass
-class HostPlan:
-    """One target: its sample series and its searches."""
-
-    target: ScanTarget
-    anchor_w: float            # sample round 0, unix s
-    rounds: int                # sample rounds in all
+    anchor_w: float
     next_round: int = 0
-    chains: dict = field(default_factory=dict)     # kind -> Chain
-    samples_done: bool = False
-
-    @property
-    def key(self) -> tuple:
-        return (self.target.hostname, self.target.address, self.target.port)
-
-
-@dataclass(frozen=True)
-class PriorChain:
-    """What the event log says about a search of an interrupted run."""
-
-    lo: int
-    hi: int
-    round: int
-    finished: bool
-    reuse_done: bool
 
 
 @dataclass(frozen=True)
 class PriorHost:
+    """What the event log says about a target of an interrupted run."""
+
     anchor_w: float
     rounds_done: frozenset
-    chains: dict               # kind -> PriorChain
-    restored: tuple            # (kind, round, grid_index, due_w, conn_id, state bytes)
+    chains: dict               # kind -> netsurvey.agesearch.PriorChain
+    restored: tuple            # (kind, round, grid_index, due_w, (conn_id, state bytes))
     samples_finished: bool
+    reused: frozenset = frozenset()   # kinds whose first accepted state was presented again
 
 
-#: log(host, kind, round, grid_index, event, due_w, detail, conn_id, state) appends an event
+#: log(target, kind, round, grid_index, event, due_w, detail, conn_id, state) appends an event
 EventLog = Callable[..., None]
 #: record(target, conn_id, purpose, round, err, result, presented) writes one connection
 Recorder = Callable[..., None]
@@ -156,7 +105,9 @@ def _wall_to_mono(w: float) -> float:
 
 
 class TurnoverScheduler:
-    """Drives samples and lifetime searches of many targets with bounded held state.
+    """Drives samples and lifetime searches of many targets with bounded held state (the
+    QUIC :class:`~netsurvey.agesearch.Probe` of an :class:`~netsurvey.agesearch.AgeSearch`,
+    plus the sample series).
 
     :param opts: every_s (sample interval and age step), duration_s (sample span, largest age).
     :param connect: ``await connect(target, token=, ticket=)`` -> (HandshakeResult, raw
@@ -172,304 +123,123 @@ class TurnoverScheduler:
                  tick: Callable[[], None] = lambda: None):
         self.o = opts
         self.step = opts.every_s
-        self.n = max(1, int(opts.duration_s / opts.every_s + 1e-9))
-        self.rounds = self.n + 1
-        self.slots = slots or default_slots(self.n)
-        self.window = max(1, hosts_in_flight)
+        n = max(1, int(opts.duration_s / opts.every_s + 1e-9))
+        self.rounds = n + 1
+        self.slots = slots or default_slots(n)
         self.connect, self.record, self.next_conn_id, self.log = connect, record, next_conn_id, log
-        self.on_host_done = on_host_done
-        self.tick = tick
-        self.sem = asyncio.Semaphore(max(1, concurrency))
-        self.q = DueQueue(per_destination, self.window)
-        self.wake = asyncio.Event()
-        self.open: dict[tuple, HostPlan] = {}
-        self.tasks: set = set()
-        self.held = 0
-        self.peak_held = 0
-        self.peak_held_target = 0
-        self._held_by: dict[tuple, int] = {}
-        self.rounds_max = 0
         self.counts = {"connections": 0, "samples": 0, "attempts": 0, "accepted": 0}
+        self.reused: set[tuple] = set()      # (host key, kind): first accepted state presented again
+        self.search = AgeSearch(self, n=n, step=self.step, slots=self.slots, hosts_in_flight=hosts_in_flight,
+                                log=self._log, per_destination=per_destination, concurrency=concurrency, tick=tick,
+                                on_host_done=lambda host: on_host_done(host.target), name="turnover scheduler")
 
-    # ------------------------------------------------------------------ bookkeeping
-    def _hold(self, c: Chain, delta: int) -> None:
-        k = c.host.key
-        self.held += delta
-        self._held_by[k] = self._held_by.get(k, 0) + delta
-        self.peak_held = max(self.peak_held, self.held)
-        self.peak_held_target = max(self.peak_held_target, self._held_by[k])
-        if self._held_by[k] == 0:
-            del self._held_by[k]
+    def _log(self, c: Chain, k: Optional[int], event: str, due_w: Optional[float], detail: Optional[str],
+             held: Optional[Held]) -> None:
+        conn_id, state = held.state if held is not None else (None, None)
+        self.log(c.host.target, c.name, c.round, k, event, due_w, detail, conn_id,
+                 ticket_bytes(state) if c.name == "ticket" and state is not None else state)
 
-    def _push(self, due_m: float, kind: str, item) -> None:
-        self.q.push(due_m, kind, item)
-        self.wake.set()
-
-    def _open(self, t: ScanTarget, prior: dict) -> None:
+    def _admit(self, t: ScanTarget, prior: dict) -> None:
         ph: Optional[PriorHost] = prior.get((t.hostname, t.address, t.port))
         now_w = time.time()
-        hp = HostPlan(t, ph.anchor_w if ph else now_w, self.rounds)
+        host = Host((t.hostname, t.address, t.port), t.address, t)  # type: ignore[arg-type]  # resolved
+        s = Samples(ph.anchor_w if ph else now_w)
+        done = False
         if ph is None:
-            self.log(hp, "sample", None, None, "started", None, None, None, None)
-        self.open[hp.key] = hp
-        # samples: the next round not done whose time has not passed by more than half a step
-        if ph is not None:
-            late = max(0, math.ceil((now_w - hp.anchor_w) / self.step - 0.5)) if now_w > hp.anchor_w else 0
-            done = ph.rounds_done
-            hp.next_round = max([late] + [r + 1 for r in done])
-            hp.samples_done = ph.samples_finished or hp.next_round >= self.rounds
-        if not hp.samples_done:
-            self._push(_wall_to_mono(hp.anchor_w + hp.next_round * self.step), "establish", ("sample", hp, None))
-        restored: dict = {}
-        for kind, rnd, k, due_w, conn_id, state in (ph.restored if ph else ()):
-            restored.setdefault(kind, []).append((rnd, k, due_w, conn_id, state))
-        for kind in KINDS:
-            c = Chain(hp, kind, self.n)
-            pc = ph.chains.get(kind) if ph else None
-            if pc is not None:
-                if pc.finished:
-                    continue
-                c.lo, c.hi, c.round, c.reuse_done = pc.lo, pc.hi or self.n + 1, pc.round, pc.reuse_done
-            hp.chains[kind] = c
-            back = [r for r in restored.get(kind, ()) if r[0] == c.round and c.lo < r[1] < c.hi]
-            if not back:
-                self._start_round(c)
-                continue
-            c.planned_any = True
-            c.bracket_at_round_start = (c.lo, c.hi)
-            for _, k, due_w, conn_id, state in back:
-                held = Held(conn_id, due_w - k * self.step,
-                            ticket_from_bytes(state) if kind == "ticket" else bytes(state))
-                c.pending[k] = held
-                self._hold(c, +1)
-                self._push(_wall_to_mono(due_w), "attempt", ("attempt", c, k))
-        self._maybe_done(hp)
-
-    def _start_round(self, c: Chain) -> None:
-        pts = next_points(c.lo, c.hi, self.slots)
-        if not pts:
-            self._finish(c, self._why_done(c))
-            return
-        c.round += 1
-        self.rounds_max = max(self.rounds_max, c.round)
-        c.bracket_at_round_start = (c.lo, c.hi)
-        for k in sorted(pts, reverse=True):      # largest ages first
-            c.establishing += 1
-            self._push(self.q.slot(c.host.target.address), "establish", ("establish", c, k))  # type: ignore[arg-type]  # resolved
-
-    def _why_done(self, c: Chain) -> str:
-        if c.lo >= self.n:
-            return "accepted-at-max-age"
-        if c.hi <= 1:
-            return "refused-at-first-step"
-        return "bracketed"
-
-    def _finish(self, c: Chain, why: str) -> None:
-        if c.finished:
-            return
-        c.finished = True
-        for k in list(c.pending):
-            self._drop(c, k)
-        self.log(c.host, c.kind, c.round, None, "finished", None, why, None, None)
-        self._maybe_done(c.host)
-        self.wake.set()
-
-    def _maybe_done(self, hp: HostPlan) -> None:
-        if hp.key in self.open and hp.samples_done and all(c.finished for c in hp.chains.values()):
-            del self.open[hp.key]
-            self.on_host_done(hp.target)
-
-    def _drop(self, c: Chain, k: int) -> None:
-        if c.pending.pop(k, None) is not None:
-            self._hold(c, -1)
-            self.log(c.host, c.kind, c.round, k, "dropped", None, None, None, None)
-
-    def _round_over(self, c: Chain) -> None:
-        if c.finished or c.establishing or c.pending:
-            return
-        if (c.lo, c.hi) == c.bracket_at_round_start:
-            c.stalls += 1
-            if c.stalls >= 2:
-                self._finish(c, "no-progress")
-                return
+            self.log(t, "sample", None, None, "started", None, None, None, None)
         else:
-            c.stalls = 0
-        self._start_round(c)
+            # samples: the next round not done whose time has not passed by more than half a step
+            late = max(0, math.ceil((now_w - s.anchor_w) / self.step - 0.5)) if now_w > s.anchor_w else 0
+            s.next_round = max([late] + [r + 1 for r in ph.rounds_done])
+            done = ph.samples_finished or s.next_round >= self.rounds
+            self.reused.update((host.key, kind) for kind in ph.reused)
+        if not done:
+            host.busy = 1
+            self.search.push(_wall_to_mono(s.anchor_w + s.next_round * self.step), "establish", self._sample, host, s)
+        self.search.open(host, KINDS, ph.chains if ph else {}, ph.restored if ph else ())
 
-    # ------------------------------------------------------------------ the jobs
-    async def _sample(self, hp: HostPlan) -> None:
-        r = hp.next_round
-        hp.next_round += 1
-        if hp.next_round < self.rounds:
-            self._push(_wall_to_mono(hp.anchor_w + hp.next_round * self.step), "establish", ("sample", hp, None))
+    # ------------------------------------------------------------------ the samples
+    async def _sample(self, host: Host, s: Samples) -> None:
+        r = s.next_round
+        s.next_round += 1
+        if s.next_round < self.rounds:
+            self.search.push(_wall_to_mono(s.anchor_w + s.next_round * self.step), "establish", self._sample, host, s)
         cid = self.next_conn_id()
-        h, _, err = await self.connect(hp.target)
-        self.record(hp.target, cid, "fresh", r, err, h, None)
+        h, _, err = await self.connect(host.target)
+        self.record(host.target, cid, "fresh", r, err, h, None)
         self.counts["connections"] += 1
         self.counts["samples"] += 1
-        self.log(hp, "sample", r, None, "sampled", None, None, cid, None)
-        if hp.next_round >= self.rounds:
-            hp.samples_done = True
-            self._maybe_done(hp)
+        self.log(host.target, "sample", r, None, "sampled", None, None, cid, None)
+        if s.next_round >= self.rounds:
+            host.busy = 0
+            self.search.settle(host)
 
-    async def _establish(self, c: Chain, k: int) -> None:
-        try:
-            if c.finished or not c.lo < k < c.hi:
-                return
-            cid = self.next_conn_id()
-            h, raw, err = await self.connect(c.host.target)
-            self.record(c.host.target, cid, "establish", c.round, err, h, None)
-            self.counts["connections"] += 1
-            if c.finished:
-                return
-            if err is not None:
-                return
-            lacking = None
-            if c.kind == "ticket" and not raw:
-                lacking = "not-offered"
-            elif c.kind == "token" and not (h.retry and h.tokens):
-                # token acceptance shows only as "no Retry": unobservable where fresh
-                # connections get no Retry (or no token comes)
-                lacking = "no-retry" if not h.retry else "not-offered"
-            if lacking is not None:
-                # decisive only before anything was planned: the first token-chain connection
-                # without Retry, or the last round-1 connection without a ticket; later (a
-                # ticket that came too late, a Retry under load only) the age stays undecided
-                if not c.planned_any and (lacking == "no-retry" or (c.round == 1 and c.establishing == 1)):
-                    self._finish(c, lacking)
-                return
-            if c.kind == "ticket":
-                state, arrived = raw[-1], h.tickets[-1].received_at.timestamp()
-            else:
-                state, arrived = h.tokens[-1].token, h.tokens[-1].received_at.timestamp()
-            c.pending[k] = Held(cid, arrived, state)
-            self._hold(c, +1)
-            c.planned_any = True
-            due_w = arrived + k * self.step
-            self.log(c.host, c.kind, c.round, k, "planned", due_w, None, cid,
-                     ticket_bytes(state) if c.kind == "ticket" else state)
-            self._push(_wall_to_mono(due_w), "attempt", ("attempt", c, k))
-        finally:
-            if not c.finished and c.establishing > 0:
-                c.establishing -= 1
-                self._round_over(c)
-
-    async def _present(self, c: Chain, held: Held, purpose: str, rnd: Optional[int]):
-        """One connection presenting ``held``: (accepted or None if it failed, result, err, age s)."""
+    # ------------------------------------------------------------------ the probe
+    async def establish(self, c: Chain, k: int) -> Held | Missing:
         t = c.host.target
         cid = self.next_conn_id()
-        tok = held.state if c.kind == "token" else None
-        tik = held.state if c.kind == "ticket" else None
+        h, raw, err = await self.connect(t)
+        self.record(t, cid, "establish", c.round, err, h, None)
+        self.counts["connections"] += 1
+        if err is not None:
+            return Missing()
+        # decisive only before anything was planned: the first token-chain connection without
+        # Retry, or the last round-1 connection without a ticket; later (a ticket that came too
+        # late, a Retry under load only) the age stays undecided
+        if c.name == "ticket" and not raw:
+            return Missing("not-offered")
+        if c.name == "token" and not (h.retry and h.tokens):
+            # token acceptance shows only as "no Retry": unobservable where fresh
+            # connections get no Retry (or no token comes)
+            return Missing("no-retry", any_round=True) if not h.retry else Missing("not-offered")
+        if c.name == "ticket":
+            state, arrived = raw[-1], h.tickets[-1].received_at.timestamp()
+        else:
+            state, arrived = h.tokens[-1].token, h.tokens[-1].received_at.timestamp()
+        return Held((cid, state), _wall_to_mono(arrived), arrived)
+
+    async def _present(self, c: Chain, held: Held, purpose: str, rnd: Optional[int]):
+        """One connection presenting ``held``: (accepted or None if it failed, err, age s)."""
+        t = c.host.target
+        cid = self.next_conn_id()
+        conn_id, state = held.state
+        tok = state if c.name == "token" else None
+        tik = state if c.name == "ticket" else None
         h, _, err = await self.connect(t, token=tok, ticket=tik)
-        age = h.started_at.timestamp() - held.arrived_w
-        presented = (held.conn_id, age, None, None) if c.kind == "token" else (None, None, held.conn_id, age)
+        age = h.started_at.timestamp() - held.born_w
+        presented = (conn_id, age, None, None) if c.name == "token" else (None, None, conn_id, age)
         self.record(t, cid, purpose, rnd, err, h, presented)
         self.counts["connections"] += 1
         if err is not None:
-            return None, h, err, age
-        return (not h.retry) if c.kind == "token" else h.session_resumed, h, err, age
+            return None, err, age
+        return (not h.retry) if c.name == "token" else h.session_resumed, err, age
 
-    async def _attempt(self, c: Chain, k: int) -> None:
-        held = c.pending.get(k)
-        if held is None or c.finished:
-            return
-        ok, h, err, age = await self._present(c, held, "represent", c.round)
-        if c.pending.pop(k, None) is None:
-            return        # dropped while in flight: its outcome is not needed
-        self._hold(c, -1)
-        self.counts["attempts"] += 1
-        if ok is None:
-            self.log(c.host, c.kind, c.round, k, "failed", None, str(err)[:200], None, None)
-            self._round_over(c)
-            return
-        j = decided_index(ok, k, age, self.step, self.n)
-        detail = f"decided-as:{j}" if j != k else None
-        self.log(c.host, c.kind, c.round, k, "accepted" if ok else "refused", None, detail, None, None)
-        if ok:
-            self.counts["accepted"] += 1
-            if not c.reuse_done:
-                c.reuse_done = True
-                self._push(self.q.slot(c.host.target.address), "attempt", ("reuse", c, held))  # type: ignore[arg-type]  # resolved
-            if j > c.lo:
-                c.lo = j
-                for i in [i for i in c.pending if i <= j]:
-                    self._drop(c, i)
-        elif j < c.hi:
-            c.hi = j
-            for i in [i for i in c.pending if i >= j]:
-                self._drop(c, i)
-        if c.hi - c.lo <= 1:
-            self._finish(c, self._why_done(c))
-            return
-        self._round_over(c)
+    async def present(self, c: Chain, k: int, held: Held) -> Outcome:
+        ok, err, age = await self._present(c, held, "represent", c.round)
+
+        def counted() -> None:
+            self.counts["attempts"] += 1
+            if ok:
+                self.counts["accepted"] += 1
+                if (c.host.key, c.name) not in self.reused:   # is the state single-use?
+                    self.reused.add((c.host.key, c.name))
+                    self.search.push(self.search.q.slot(c.host.address), "attempt", self._reuse, c, held)
+        return Outcome(ok, age, str(err), then=counted)
 
     async def _reuse(self, c: Chain, held: Held) -> None:
         """The state accepted first, presented once more: is it single-use?"""
-        ok, _, err, _ = await self._present(c, held, "reuse", c.round)
-        self.log(c.host, c.kind, c.round, None, "reuse", None,
+        ok, _, _ = await self._present(c, held, "reuse", c.round)
+        self.log(c.host.target, c.name, c.round, None, "reuse", None,
                  "failed" if ok is None else ("accepted" if ok else "refused"), None, None)
 
-    async def _run_job(self, kind: str, item) -> None:
-        try:
-            what, a, b = item
-            if what == "sample":
-                await self._sample(a)
-            elif what == "establish":
-                await self._establish(a, b)
-            elif what == "attempt":
-                await self._attempt(a, b)
-            else:
-                await self._reuse(a, b)
-        finally:
-            self.sem.release()
-            self.wake.set()
+    def thaw(self, c: Chain, stored: tuple) -> tuple:
+        conn_id, state = stored
+        return conn_id, ticket_from_bytes(state) if c.name == "ticket" else bytes(state)
 
     # ------------------------------------------------------------------ the loop
     async def run(self, targets: Iterable[ScanTarget], prior: Optional[dict] = None) -> None:
         prior = prior or {}
-        it = iter(targets)
-        more = True
-        last_tick = time.monotonic()
-
-        def dead(item) -> bool:
-            what, c, k = item
-            return what == "attempt" and (c.finished or k not in c.pending)
-
-        while True:
-            while more and len(self.open) < self.window:
-                t = next(it, None)
-                if t is None:
-                    more = False
-                    break
-                self._open(t, prior)
-            now = time.monotonic()
-            if now - last_tick >= 1.0:
-                self.tick()
-                last_tick = now
-            self.q.prune(dead)
-            if not self.q:
-                if not more and not self.open and not self.tasks:
-                    break
-                if not self.tasks and self.open:
-                    raise RuntimeError(f"turnover scheduler stalled with {len(self.open)} targets open")
-                await self._sleep(1.0)
-                continue
-            job = self.q.pop_due(now)
-            if job is None:
-                await self._sleep(min(1.0, self.q.next_due() - now))  # type: ignore[operator]  # q not empty
-                continue
-            await self.sem.acquire()
-            task = asyncio.ensure_future(self._run_job(*job))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
-        self.tick()
-
-    async def _sleep(self, s: float) -> None:
-        self.wake.clear()
-        try:
-            await asyncio.wait_for(self.wake.wait(), max(0.0, s))
-        except asyncio.TimeoutError:
-            pass
+        await self.search.run(targets, lambda t: self._admit(t, prior))
 
 
 def prior_state(conn, run_id: int, now_w: float) -> tuple[dict, int]:
@@ -480,40 +250,30 @@ def prior_state(conn, run_id: int, now_w: float) -> tuple[dict, int]:
     for h, a, p, at in conn.execute(
             "SELECT hostname, host(address), port, min(at) FROM quic_turnover_event WHERE run_id = %s AND "
             "event = 'started' GROUP BY 1, 2, 3", (run_id,)).fetchall():
-        hosts[(h, a, p)] = {"anchor": at.timestamp(), "rounds": set(), "chains": {}, "restored": [],
-                            "samples_finished": False}
+        hosts[(h, a, p)] = {"anchor": at.timestamp(), "rounds": set(), "chains": {}, "restored": [], "reused": set()}
     for h, a, p, rnd in conn.execute(
             "SELECT hostname, host(address), port, round FROM quic_turnover_event WHERE run_id = %s AND "
             "event = 'sampled'", (run_id,)).fetchall():
         if (h, a, p) in hosts:
             hosts[(h, a, p)]["rounds"].add(rnd)
-    for h, a, p, kind, lo, hi, rnd, fin, reuse in conn.execute(
-            """SELECT hostname, host(address), port, kind,
-                      coalesce(max(decided) FILTER (WHERE event = 'accepted'), 0),
-                      min(decided) FILTER (WHERE event = 'refused'), max(round), bool_or(event = 'finished'),
-                      bool_or(event = 'reuse')
-               FROM (SELECT *, CASE WHEN detail LIKE 'decided-as:%%' THEN split_part(detail, ':', 2)::int
-                                    ELSE grid_index END AS decided
-                     FROM quic_turnover_event WHERE run_id = %s AND kind <> 'sample') e
-               GROUP BY 1, 2, 3, 4""", (run_id,)).fetchall():
+    for (h, a, p, kind), pc, (reuse,) in prior_chains(
+            conn, "quic_turnover_event", ("hostname", "host(address)", "port", "kind"), run_id, accepted="accepted",
+            where="kind <> 'sample'", extra=("bool_or(event = 'reuse')",)):
         if (h, a, p) in hosts:
-            hosts[(h, a, p)]["chains"][kind] = PriorChain(lo, hi or 0, rnd or 0, bool(fin), bool(reuse))
-    pending = """FROM quic_turnover_event pl
-           WHERE pl.run_id = %s AND pl.event = 'planned' AND NOT EXISTS (
-               SELECT 1 FROM quic_turnover_event o
-               WHERE o.run_id = pl.run_id AND o.hostname IS NOT DISTINCT FROM pl.hostname
-                 AND o.address = pl.address AND o.port = pl.port AND o.kind = pl.kind AND o.round = pl.round
-                 AND o.grid_index = pl.grid_index AND o.event <> 'planned')"""
+            hosts[(h, a, p)]["chains"][kind] = pc
+            if reuse:
+                hosts[(h, a, p)]["reused"].add(kind)
+    pending = unanswered("quic_turnover_event", ("hostname", "address", "port", "kind"), nullable=("hostname",))
     now = dt.datetime.fromtimestamp(now_w, dt.timezone.utc)
     for h, a, p, kind, rnd, k, due, cid, state in conn.execute(
-            "SELECT pl.hostname, host(pl.address), pl.port, pl.kind, pl.round, pl.grid_index, pl.due_at, pl.conn_id, "
-            "pl.state " + pending + " AND pl.due_at > %s AND pl.state IS NOT NULL", (run_id, now)).fetchall():
+            "SELECT p.hostname, host(p.address), p.port, p.kind, p.round, p.grid_index, p.due_at, p.conn_id, "
+            "p.state " + pending + " AND p.due_at > %s AND p.state IS NOT NULL", (run_id, now)).fetchall():
         if (h, a, p) in hosts:
-            hosts[(h, a, p)]["restored"].append((kind, rnd, k, due.timestamp(), cid, bytes(state)))
+            hosts[(h, a, p)]["restored"].append((kind, rnd, k, due.timestamp(), (cid, bytes(state))))
     lost = conn.execute(
         "INSERT INTO quic_turnover_event (run_id, hostname, address, port, kind, round, grid_index, event, at) "
-        "SELECT pl.run_id, pl.hostname, pl.address, pl.port, pl.kind, pl.round, pl.grid_index, 'lost', %s "
-        + pending + " AND (pl.due_at <= %s OR pl.state IS NULL)", (now, run_id, now)).rowcount
-    out = {k: PriorHost(v["anchor"], frozenset(v["rounds"]), v["chains"], tuple(v["restored"]), False)
-           for k, v in hosts.items()}
+        "SELECT p.run_id, p.hostname, p.address, p.port, p.kind, p.round, p.grid_index, 'lost', %s "
+        + pending + " AND (p.due_at <= %s OR p.state IS NULL)", (now, run_id, now)).rowcount
+    out = {k: PriorHost(v["anchor"], frozenset(v["rounds"]), v["chains"], tuple(v["restored"]), False,
+                        frozenset(v["reused"])) for k, v in hosts.items()}
     return out, lost

@@ -84,8 +84,7 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
                                error=str(err) if err else None, h=h,
                                presented=Presented(*presented) if presented else Presented())
 
-    def log(hp, kind, rnd, k, event, due_w, detail, conn_id, state) -> None:
-        t = hp.target
+    def log(t, kind, rnd, k, event, due_w, detail, conn_id, state) -> None:
         store.write_event(t.hostname, t.address, t.port, kind, rnd, k, event, due_w, detail, conn_id, state)
 
     pdp = getattr(limiter, "per_destination", None)
@@ -98,8 +97,8 @@ def run_turnover(ctx, targets: list[ScanTarget], opts: TurnoverOptions, *, slots
         try:
             asyncio.run(sched.run(ok, prior))
         finally:
-            stats.update(slots=sched.slots, search_rounds_max=sched.rounds_max, states_peak=sched.peak_held,
-                         states_peak_per_target=sched.peak_held_target)
+            stats.update(slots=sched.slots, search_rounds_max=sched.search.rounds_max,
+                         states_peak=sched.search.peak_held, states_peak_per_target=sched.search.peak_held_target)
         store.flush()
         with _conn(ctx.db) as conn:
             for (rank, hostname, address, _port), h in host_summaries(conn, ctx.run.id, opts.every_s, ok):

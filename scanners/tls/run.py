@@ -142,11 +142,11 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
             counts["resumed"] += a.resumed
             w.write(_resumption_row(ctx.run.id, a))
 
-        def log(c, k, event, due_wall, detail, session=None) -> None:
+        def log(t, mechanism, version, rnd, k, event, due_wall, detail, session) -> None:
             now = dt.datetime.now(dt.timezone.utc)
             due = dt.datetime.fromtimestamp(due_wall, dt.timezone.utc) if due_wall is not None else None
-            ew.write((ctx.run.id, c.target.hostname, ipaddress.ip_address(c.target.address), c.mechanism,
-                      c.version, c.round, k, event, due, now, detail, session))
+            ew.write((ctx.run.id, t.hostname, ipaddress.ip_address(t.address), mechanism, version, rnd, k, event,
+                      due, now, detail, session))
 
         def tick() -> None:
             ew.flush()
@@ -166,8 +166,9 @@ def run_lifetime(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, 
                 try:
                     await sched.run(targets, prior, restored)
                 finally:
-                    stats.update(slots=slots, rounds_max=sched.rounds_max, sessions_peak=sched.peak_held,
-                                 sessions_peak_per_target=sched.peak_held_target)
+                    stats.update(slots=slots, rounds_max=sched.search.rounds_max,
+                                 sessions_peak=sched.search.peak_held,
+                                 sessions_peak_per_target=sched.search.peak_held_target)
             finally:
                 probe.close()
         asyncio.run(go())

@@ -324,3 +324,40 @@ def test_quic_discover_asks_a_names_https_record_once(db, testbed, tmp_path):
     assert sn.stats["kernel_drops"] == 0
     questions = [p for p in sn.packets if p.get("dns_id") is not None]
     assert len(questions) == 3, [(p["dst"], p["dns_id"]) for p in questions]   # A, AAAA, HTTPS
+
+
+def test_turnover_resume_reads_brackets_reuse_and_pending_states_back(db):
+    """quic-turnover --resume from the event log alone: a chain's bracket counts a late
+    outcome by the index it decided, the reuse test is not repeated, a planned state still
+    due is restored, one whose due time passed is logged lost (never presented twice)."""
+    import datetime as dt
+
+    from scanners.quic.schedule import prior_state
+
+    now = dt.datetime.now(dt.timezone.utc)
+    later, earlier = now + dt.timedelta(seconds=60), now - dt.timedelta(seconds=60)
+    rows = [("sample", None, None, "started", None, None, None, None),
+            ("sample", 0, None, "sampled", None, None, 7, None),
+            ("ticket", 1, 4, "planned", earlier, None, 8, b"t4"),
+            ("ticket", 1, 2, "accepted", None, "decided-as:3", None, None),
+            ("ticket", 1, 6, "refused", None, None, None, None),
+            ("ticket", 1, None, "reuse", None, "refused", None, None),
+            ("ticket", 2, 5, "planned", later, None, 9, b"t5"),
+            ("ticket", 2, 4, "planned", earlier, None, 10, b"x"),
+            ("token", 1, None, "finished", None, "no-retry", None, None)]
+    with db.connect() as conn:
+        run_id = conn.execute("INSERT INTO scan_run (kind) VALUES ('quic-turnover') RETURNING id").fetchone()[0]
+        for kind, rnd, k, ev, due, detail, cid, state in rows:
+            conn.execute("INSERT INTO quic_turnover_event (run_id, hostname, address, port, kind, round, grid_index, "
+                         "event, due_at, at, detail, conn_id, state) VALUES (%s, NULL, '198.18.2.9', 443, %s, %s, %s, "
+                         "%s, %s, %s, %s, %s, %s)", (run_id, kind, rnd, k, ev, due, now, detail, cid, state))
+        prior, lost = prior_state(conn, run_id, now.timestamp())
+        lost_rows = conn.execute("SELECT kind, round, grid_index FROM quic_turnover_event WHERE run_id = %s AND "
+                                 "event = 'lost' ORDER BY 2", (run_id,)).fetchall()
+    ph = prior[(None, "198.18.2.9", 443)]
+    assert ph.rounds_done == frozenset({0}) and ph.reused == frozenset({"ticket"})
+    t, k = ph.chains["ticket"], ph.chains["token"]
+    assert (t.lo, t.hi, t.round, t.finished) == (3, 6, 2, False) and k.finished
+    assert ph.restored == (("ticket", 2, 5, later.timestamp(), (9, b"t5")),)
+    # round 1's index 4 (planned, no outcome, its due time passed) and round 2's index 4
+    assert lost == 2 and lost_rows == [("ticket", 1, 4), ("ticket", 2, 4)]

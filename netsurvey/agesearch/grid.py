@@ -1,17 +1,12 @@
-"""Protocol-free parts of the long-lived lifetime probes (issue 26): a grid of ages searched
-in rounds with a bounded number of held states, and the due queue that drives them.
+"""The grid of ages and the due queue of the age search (see the package docstring).
 
-A lifetime probe establishes state (a TLS session, a QUIC ticket or token) and presents it
-once, at an age a = k x step (grid index k = 1 .. n). Searching the grid in rounds of a
-k-ary search (:func:`next_points`) brackets a monotone lifetime to one step with at most
-``slots`` states held per search at any time; :func:`default_slots` makes two rounds enough.
-
-:class:`DueQueue` holds the future work of many searches: attempts (presentations, whose
-age is the measurement) go before initial handshakes (which only delay their own search),
-and initial handshakes to one address are spaced by the per-destination interval
-(:meth:`DueQueue.slot`), so the attempts, each due at its state's age, inherit the spacing.
-Used by scanners/tls/schedule.py (tls-lifetime) and scanners/quic/schedule.py
-(quic-turnover); nothing here knows a protocol.
+:func:`next_points` gives the ages of the next round of a k-ary search, which brackets a
+monotone lifetime to one step with at most ``slots`` states held per search;
+:func:`default_slots` makes two rounds enough. :class:`DueQueue` holds the future work:
+attempts (presentations, whose age is the measurement) go before initial handshakes (which
+only delay their own search), and initial handshakes to one address are spaced by the
+per-destination interval (:meth:`DueQueue.slot`), so the attempts, each due at its state's
+age, inherit the spacing.
 """
 from __future__ import annotations
 
