@@ -221,12 +221,14 @@ def sim_prolongation(
     end: Optional[float] = typer.Option(None, "--sample-end", help="End of the sample period [unix s] (default: last query)."),
 ) -> None:
     """Thesis Def. 1-4, Fig 4.11-4.13: tracking periods under the prolongation attack (computed in PostgreSQL)."""
+    from netsurvey.durations import duration_option_s
+
     from .models import inputs
     from .models.prolongation import DB_VIEW, ProlongationOptions, drop_table, load_log, prolongation
 
     opts = ProlongationOptions()
     if lifetimes:
-        opts = ProlongationOptions(lifetimes_s=tuple(inputs.parse_duration(x) for x in lifetimes.split(",") if x.strip()))
+        opts = ProlongationOptions(lifetimes_s=tuple(duration_option_s(x, "--lifetimes") for x in lifetimes.split(",") if x.strip()))
     opts = ProlongationOptions(opts.lifetimes_s, start, end)
     if input is not None and not input.exists():
         raise UsageError(f"{input}: file not found")

@@ -244,15 +244,6 @@ def pages_db(db: Database, runs: tuple[int, ...] = ()) -> list[Page]:
     return [_page(p, f"visit {v}") for v, p in pages.items()]
 
 
-def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '7h', '2d' -> seconds (netsurvey.durations); UsageError if bad."""
-    from netsurvey.durations import parse_duration_s
-
-    try:
-        return parse_duration_s(text)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
 def float_list(text: Optional[str], what: str) -> list[float]:
     if not text:
         return []
