@@ -15,6 +15,8 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement, run_path
 from netsurvey.options import json_option, port_option, timeout_option
 
+from . import promises
+
 atlas_app = typer.Typer(no_args_is_help=True,
                         help="RIPE Atlas: resolver RTT campaign (thesis 2.4.1, 9.4.2).")
 err = Console(stderr=True)
@@ -131,7 +133,7 @@ def _check_api_host(host: str) -> None:
         check_on_machine(f"--api-host {host} resolves to", addr)
 
 
-@measurement(atlas_app, "atlas", command="run", tables=("atlas_measurement", "atlas_result"))
+@measurement(atlas_app, "atlas", command="run", tables=("atlas_measurement", "atlas_result_raw"), promise=promises.ATLAS)
 def run_cmd(
     probes: List[str] = typer.Option(..., "--probes", help="Probe source TYPE:VALUE (repeatable): "
                                      "country:DE, asn:3320, area:WW, prefix:P, probes:1,2,3."),

@@ -17,6 +17,8 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import check_targets, json_option, list_option, top_option
 
+from . import promises
+
 TLS_TESTS = ("lifetime", "hint", "third-party", "restart", "private", "vhost")
 QUIC_TESTS = ("quic-lifetime", "quic-hint")
 TESTS = TLS_TESTS + QUIC_TESTS + ("cross-app",)
@@ -53,7 +55,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     browser_app = typer.Typer(no_args_is_help=True, help="Real browsers: page-load logger and tracking probes.")
     app.add_typer(browser_app, name="browser")
 
-    @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"))
+    @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"), promise=promises.PAGELOAD)
     def pageload(
         list_name: Optional[str] = list_option(help="Target list: visits https://HOSTNAME/."),
         top: Optional[int] = top_option(help="Only the first N targets of the list."),
@@ -121,7 +123,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(f"run {ctx.run.id}: {len(urls)} visits, {counts['complete']} complete, "
                   f"{counts['incomplete']} incomplete, {counts['restarts']} browser restarts")
 
-    @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",))
+    @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",), promise=promises.TRACK)
     def track(
         browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
@@ -220,7 +222,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
 
     @measurement(browser_app, "browser-lifetime", command="lifetime",
-                 tables=("browser_lifetime_probe", "browser_lifetime"))
+                 tables=("browser_lifetime_probe", "browser_lifetime"), promise=promises.LIFETIME)
     def lifetime(
         browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
         state_: List[str] = typer.Option(["all"], "--state", help="tls12-session-id, tls12-ticket, tls13-psk, "
@@ -274,7 +276,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(f"run {ctx.run.id}: {len(results)} lifetimes")
 
 
-    @measurement(browser_app, "browser-revisit", command="revisit", tables=("browser_revisit_visit",))
+    @measurement(browser_app, "browser-revisit", command="revisit", tables=("browser_revisit_visit",), promise=promises.REVISIT)
     def revisit(
         browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
         transport: List[str] = typer.Option(["tls12", "tls13", "quic"], "--transport",

@@ -12,7 +12,9 @@ options are its CLI, declared with :func:`measurement`::
 The declaration adds the options every measurement shares — ``--dry-run``, ``--shards N``
 (queue N shards for workers), ``--procs N`` (run N shards here at once) — so they appear
 in ``--help`` and parse like any option (``--shards=2``), and records the measurement in
-the registry that ``netsurvey scan``, the workers and the promise tests read.
+the registry that ``netsurvey scan``, the workers and the promise tests read. A measurement
+that contacts the network also declares its :class:`PromiseCase` (``promise=``): how the
+promise matrix (tests/promises/test_promises.py) aims it at the testbed.
 
 The run path (:func:`_execute`), for every measurement:
 
@@ -37,9 +39,9 @@ import inspect
 import os
 import signal
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import AbstractSet, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import typer
 
@@ -50,6 +52,108 @@ from .runctx import DryRunDone, RunContext, RunSpec, ShardSpec, Terminated, acti
 #: more local processes than 4 per core only adds contention.
 MAX_SHARDS = 10_000
 MAX_PROCS = max(1, 4 * (os.cpu_count() or 1))
+
+
+#: The run path's promises the promise matrix checks for every measurement that contacts the
+#: network (docs/reliability.md), by the names a :class:`PromiseCase`'s ``na`` uses.
+PROMISES = ("dry_run", "blocked", "rate", "sigterm", "worker_config", "procs_secret")
+
+#: ``rate_hosts`` / ``term_hosts`` value meaning every TLS host of the testbed's ground truth
+ALL_TLS_HOSTS = "ALL_TLS"
+
+
+@dataclass(frozen=True)
+class PromiseCase:
+    """How the promise matrix (tests/promises/test_promises.py) aims a measurement at the
+    testbed; plain data, declared with the measurement (``@measurement(..., promise=...)``).
+
+    :ivar cmd: the command words (``("scan", "tls")``).
+    :ivar args: its options for the dry-run, blocked, worker and ``--procs`` cases; ``{list}``
+        stands for the target list the matrix imports from ``hosts``.
+    :ivar block: the testbed host (or address) whose addresses the blocked cases block.
+    :ivar hosts: testbed host names imported as the target list ``{list}``.
+    :ivar targets: target addresses besides the hosts' (a nameserver, ``HOST=ADDRESS`` targets).
+    :ivar rate_args: options for the rate case (enough attempts that an unpaced run breaks
+        the caps), with ``rate_targets`` its target addresses and ``rate_hosts`` its list
+        (default: ``hosts``; ``"ALL_TLS"``: every TLS host of the testbed).
+    :ivar term_args: options for the SIGTERM case (a run that lasts), with ``term_hosts`` its
+        list (default ``hosts``; ``"ALL_TLS"`` as above); default ``rate_args``, then ``args``.
+    :ivar dns_targets: the targets are DNS servers (the hosts are names to look up), so a dry
+        run may not query the resolver either.
+    :ivar refuse_ok: when everything the command would contact is blocked, refusing (exit 2,
+        one line, nothing contacted) is correct.
+    :ivar env_from_files: environment variable -> file whose stripped text is its value (a
+        key the testbed provides); a variable whose file is missing is left unset.
+    :ivar requires: path (absolute, or relative to the checkout) -> why the cases are skipped
+        when it does not exist (a tool that is built separately).
+    :ivar na: promise (one of :data:`PROMISES`) -> why it does not apply (shown as a skip).
+    :ivar slow: its cases take long: they run only with the ``slow`` tests.
+    """
+
+    # declared as any sequence / set (lists and sets read well in a declaration); stored as
+    # tuples and frozensets
+    cmd: Sequence[str]
+    args: Sequence[str]
+    block: str
+    hosts: Sequence[str] = ()
+    targets: AbstractSet[str] = frozenset()
+    rate_args: Optional[Sequence[str]] = None
+    rate_targets: Optional[AbstractSet[str]] = None
+    rate_hosts: Union[Sequence[str], str, None] = None
+    term_hosts: Union[Sequence[str], str, None] = None
+    term_args: Optional[Sequence[str]] = None
+    dns_targets: bool = False
+    refuse_ok: bool = False
+    env_from_files: Mapping[str, str] = field(default_factory=dict, hash=False)
+    requires: Mapping[str, str] = field(default_factory=dict, hash=False)
+    na: Mapping[str, str] = field(default_factory=dict, hash=False)
+    slow: bool = False
+
+    def __post_init__(self) -> None:
+        # lists and sets as written in a declaration (or read back from JSON) become tuples
+        # and frozensets; mappings become plain dicts of strings
+        def words(v: Iterable[Any]) -> tuple[str, ...]:
+            if isinstance(v, str):
+                raise TypeError(f"expected a sequence of strings, got the string {v!r}")
+            return tuple(str(x) for x in v)
+
+        set_ = object.__setattr__
+        set_(self, "cmd", words(self.cmd))
+        set_(self, "args", words(self.args))
+        set_(self, "hosts", words(self.hosts))
+        set_(self, "targets", frozenset(words(self.targets)))
+        for k in ("rate_args", "term_args"):
+            if getattr(self, k) is not None:
+                set_(self, k, words(getattr(self, k)))
+        if self.rate_targets is not None:
+            set_(self, "rate_targets", frozenset(words(self.rate_targets)))
+        for k in ("rate_hosts", "term_hosts"):
+            v = getattr(self, k)
+            if v is not None and v != ALL_TLS_HOSTS:
+                set_(self, k, words(v))
+        for k in ("env_from_files", "requires", "na"):
+            set_(self, k, {str(a): str(b) for a, b in dict(getattr(self, k)).items()})
+        if not self.cmd:
+            raise ValueError("PromiseCase.cmd: the command words are empty")
+        unknown = sorted(set(self.na) - set(PROMISES))
+        if unknown:
+            raise ValueError(f"PromiseCase.na: unknown promises {unknown} (known: {', '.join(PROMISES)})")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (sets as sorted lists); :meth:`from_json` reads it back."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, frozenset):
+                v = sorted(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "PromiseCase":
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -64,6 +168,8 @@ class Measurement:
     :ivar function: the option-taking function (its typer signature is the CLI).
     :ivar kind: the ``scan_run.kind`` its runs are recorded under (default: ``name``; a
         second engine of one measurement shares its kind, e.g. tls-zgrab's runs are 'tls').
+    :ivar promise: how the promise matrix aims it at the testbed (required, by that test,
+        for a measurement that contacts the network).
     """
 
     name: str
@@ -73,6 +179,7 @@ class Measurement:
     module: str
     function: Callable[..., Any]
     kind: str = ""
+    promise: Optional[PromiseCase] = None
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -89,10 +196,13 @@ def registry() -> dict[str, Measurement]:
 
 # -- declaration ----------------------------------------------------------------------
 def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), contacts_network: bool = True,
-                command: Optional[str] = None, kind: Optional[str] = None) -> Callable[[Callable], Callable]:
+                command: Optional[str] = None, kind: Optional[str] = None,
+                promise: Optional[PromiseCase] = None) -> Callable[[Callable], Callable]:
     """Declare ``fn`` as measurement ``name`` (its ``scan_run.kind``): register it and add
     it to the command ``group`` (``netsurvey scan`` for scanners) as ``command`` (default:
-    ``name``) with the shared run options."""
+    ``name``) with the shared run options. ``promise``: its :class:`PromiseCase`."""
+    if promise is not None and not isinstance(promise, PromiseCase):
+        raise TypeError(f"measurement {name!r}: promise= takes a netsurvey.measure.PromiseCase")
 
     def deco(fn: Callable) -> Callable:
         old = _REGISTRY.get(name)
@@ -100,7 +210,8 @@ def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), 
             raise RuntimeError(f"measurement {name!r} declared twice ({old.module} and {fn.__module__})")
         doc = inspect.getdoc(fn) or ""
         m = Measurement(name=name, summary=doc.splitlines()[0] if doc else "", tables=tuple(tables),
-                        contacts_network=contacts_network, module=fn.__module__, function=fn, kind=kind or name)
+                        contacts_network=contacts_network, module=fn.__module__, function=fn, kind=kind or name,
+                        promise=promise)
         _REGISTRY[name] = m
         group.command(command or name)(_command_for(m))
         return fn

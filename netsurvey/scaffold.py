@@ -3,8 +3,9 @@ module scaffold). It writes exactly three things, and nothing else needs editing
 
 - ``scanners/<pkg>/`` — the package: ``__init__.py``, ``scanner.py`` (frozen options and
   result dataclasses with units, a ``Scanner`` with one ``scan(target) -> ScanOutcome``),
-  ``cli.py`` (the declaration: ``@measurement(scan_app, NAME, tables=...)``); found by
-  ``scanners/__init__.py`` because it exists;
+  ``cli.py`` (the declaration: ``@measurement(scan_app, NAME, tables=..., promise=...)``),
+  ``promises.py`` (its promise case: how tests/promises/test_promises.py aims it at the
+  testbed); found by ``scanners/__init__.py`` because it exists;
 - ``schema/NNNN_<pkg>.sql`` — its table, every column commented with its unit;
 - ``tests/scanners/<pkg>/test_scan_<pkg>.py`` — a test that runs it against a local listener
   (tests/ mirrors the code: each scanner package's tests in tests/scanners/<pkg>/).
@@ -41,11 +42,12 @@ def scaffold(name: str, root: Path) -> list[Path]:
     test = test_dir / f"test_scan_{pkg}.py"
     if test.exists():
         raise UsageError(f"{test}: already exists")
-    sub = {"NAME": name, "PKG": pkg, "TABLE": f"{pkg}_probe"}
+    sub = {"NAME": name, "PKG": pkg, "TABLE": f"{pkg}_probe", "CONST": pkg.upper()}
     files = {
         pkg_dir / "__init__.py": f'"""The {name} measurement (netsurvey new-measurement scaffold)."""\n',
         pkg_dir / "scanner.py": _fill(_SCANNER, sub),
         pkg_dir / "cli.py": _fill(_CLI, sub),
+        pkg_dir / "promises.py": _fill(_PROMISES, sub),
         migration: _fill(_SQL, sub),
         test: _fill(_TEST, sub),
     }
@@ -70,7 +72,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from netsurvey.scanning import ScanOutcome, Scanner, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class {{PKG}}Scanner(Scanner):
     name = "{{NAME}}"
 
     async def scan(self, target: ScanTarget) -> ScanOutcome:
+        if target.address is None:   # --target takes addresses: nothing to resolve
+            return ScanOutcome(target, ScanStatus.UNKNOWN_ERROR, None, "no address")
         try:
             ms = await _probe(target.address, target.port, self.options.timeout_s)
         except ConnectionRefusedError:
@@ -124,12 +128,14 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, timeout_option
 
+from . import promises
+
 COLUMNS = [("run_id", "int8"), ("address", "inet"), ("port", "int4"), ("status", "text"),
            ("error", "text"), ("connect_ms", "float8")]
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "{{NAME}}", tables=("{{TABLE}}",))
+    @measurement(scan_app, "{{NAME}}", tables=("{{TABLE}}",), promise=promises.{{CONST}})
     def scan_{{PKG}}(
         target: List[str] = typer.Option(..., "--target", help="ADDRESS:PORT to probe (repeatable)."),
         timeout_s: float = timeout_option(3.0, help="How long one probe may take."),
@@ -137,7 +143,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     ) -> None:
         """(scaffold) TCP connect time to each target, milliseconds."""
         from netsurvey.clictx import open_scan
-        from netsurvey.scanning import ScanTarget, run_scan
+        from netsurvey.scanning import run_scan
         from netsurvey.writer import ResultWriter
 
         from .scanner import Options, {{PKG}}Scanner
@@ -149,7 +155,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         scanner.init(Options(timeout_s=timeout_s), ctx)
         with ResultWriter(ctx.db, "{{TABLE}}", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
             counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write((
-                ctx.run.id, ipaddress.ip_address(o.target.address), o.target.port, o.status.value, o.error,
+                ctx.run.id, ipaddress.ip_address(str(o.target.address)), o.target.port, o.status.value, o.error,
                 o.result.connect_ms if o.result else None)), concurrency=concurrency, show_progress=False))
         ctx.counts.update(counts)   # the run path ends the run with these counts
         print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
@@ -162,6 +168,32 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             return ScanTarget(None, str(ipaddress.ip_address(host.strip("[]"))), int(port))
         except ValueError:
             raise UsageError(f"--target {text!r}: expected ADDRESS:PORT") from None
+'''
+
+_PROMISES = '''"""How the promise matrix (tests/promises/test_promises.py) aims {{NAME}} at the testbed:
+--dry-run contacts nothing, a blocked address is never contacted, the rates hold, SIGTERM
+keeps the rows, the worker's --config reaches the shards, no secret is recorded. Aim it at
+hosts the measurement can contact (testbed/README.md): TCP 443 of a.test (198.18.2.20) and
+b.test (198.18.2.21, the blocked one), and the 'scale' range (every address of 198.19.0.0/16
+answers TCP 80 and 443) for the rate and SIGTERM cases, which need many attempts and a run
+that lasts. A promise that does not apply goes into ``na`` with the reason."""
+from __future__ import annotations
+
+from netsurvey.measure import PromiseCase
+
+SCALE = [f"198.19.0.{i}" for i in range(1, 25)]
+
+
+def _targets(addresses, port=443):
+    return [w for a in addresses for w in ("--target", f"{a}:{port}")]
+
+
+{{CONST}} = PromiseCase(
+    cmd=("scan", "{{NAME}}"),
+    args=[*_targets(["198.18.2.20", "198.18.2.21"]), "--timeout", "2"],
+    block="198.18.2.21", targets={"198.18.2.20", "198.18.2.21"},
+    rate_args=[*_targets(SCALE), "--timeout", "1"], rate_targets=set(SCALE),
+    term_args=[*_targets(SCALE), "--timeout", "1", "--concurrency", "1"])
 '''
 
 _SQL = '''-- {{NAME}}: one row per probed target (scaffold; netsurvey new-measurement).

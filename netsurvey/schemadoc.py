@@ -1,9 +1,12 @@
-"""docs/schema.md from the database's own comments (COMMENT ON TABLE / VIEW / COLUMN).
+"""The data dictionary, docs/schema.md, from the database's own comments (COMMENT ON TABLE
+/ VIEW / COLUMN).
 
 ``netsurvey db docs [--out docs/schema.md]`` or ``python -m netsurvey.schemadoc [OUT]``
-writes it from a migrated database; ``psql``'s ``\\d+`` shows the same text. Every
-netsurvey table, view and column must carry a comment (with its unit where it has one):
-``tests/core/test_schema_docs.py`` fails otherwise. procrastinate's own tables are left out.
+writes it from a migrated database; ``psql``'s ``\\d+`` shows the same text. It is generated
+on demand, not committed (a new migration needs no regenerated file). Every netsurvey table,
+view and column must carry a comment (with its unit where it has one), and every table a
+measurement declares must be rendered: ``tests/core/test_schema_docs.py`` fails otherwise.
+procrastinate's own tables are left out.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, list_option, rate_option, timeout_option, top_option
 
+from . import promises
 from .options import check_allowed as _check_allowed, default_resolver, parse_server, targets_from_options as _targets
 
 out = Console()
@@ -70,7 +71,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     register_kdig(scan_app)  # scan dns-second-opinion (issue 24)
 
-    @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',))
+    @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',), promise=promises.DNS_TTL)
     def dns_ttl(
         list_name: Optional[str] = list_option(help="Target list to scan."),
         top: Optional[int] = top_option(help="Only the first N targets."),
@@ -115,7 +116,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                             "dns_ttl_probe", rate, concurrency, as_json)
         _report(res_json, as_json)
 
-    @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',))
+    @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',), promise=promises.DNS_ECS)
     def dns_ecs(
         list_name: Optional[str] = list_option(help="Target list to scan."),
         top: Optional[int] = top_option(help="Only the first N targets."),

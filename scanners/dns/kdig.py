@@ -148,7 +148,9 @@ def register(scan_app) -> None:
     from netsurvey.measure import measurement
     from netsurvey.options import json_option, list_option, rate_option, top_option
 
-    @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",))
+    from . import promises
+
+    @measurement(scan_app, "dns-second-opinion", tables=("dns_second_opinion",), promise=promises.DNS_SECOND_OPINION)
     def dns_second_opinion(
         list_name: Optional[str] = list_option(help="Target list whose hostnames are asked."),
         top: Optional[int] = top_option(help="Only the first N targets."),

@@ -13,6 +13,8 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import check_targets, list_option, target_option, timeout_option, top_option
 
+from . import promises
+
 COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("method", "text"),
            ("sample", "int4"), ("status", "text"), ("error", "text"), ("connect_ms", "float8"),
            ("handshake_ms", "float8"), ("ttfb_ms", "float8"), ("client_cpu_ms", "float8"),
@@ -79,7 +81,7 @@ def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], por
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "handshake-timing", tables=("handshake_timing_sample",))
+    @measurement(scan_app, "handshake-timing", tables=("handshake_timing_sample",), promise=promises.HANDSHAKE_TIMING)
     def scan_handshake_timing(
         target: List[str] = target_option(help="ADDRESS, HOST=ADDRESS or HOST (repeatable)."),
         list_name: Optional[str] = list_option(help="Target list (newest import)."),

@@ -29,6 +29,8 @@ from netsurvey.options import (
 )
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 
+from . import promises
+
 _TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"
                      r"(?::(?P<port>\d+))?$")
 
@@ -192,7 +194,7 @@ _JSON = json_option(help="Print run id and counts as JSON.")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "quic-discover", tables=('quic_discovery',))
+    @measurement(scan_app, "quic-discover", tables=('quic_discovery',), promise=promises.QUIC_DISCOVER)
     def quic_discover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
                       timeout: float = timeout_option(2.0, help="Per probe (VN attempt, HTTPS request)."),
@@ -227,7 +229,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         counts = _run(sc, targets, store, store.write_discovery, concurrency, as_json)
         _finish(ctx, {**counts, **extra}, as_json)
 
-    @measurement(scan_app, "quic", tables=("quic_connection", 'quic_token', 'quic_ticket'))
+    @measurement(scan_app, "quic", tables=("quic_connection", 'quic_token', 'quic_ticket'), promise=promises.QUIC)
     def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
              port: int = _PORT,
              timeout: float = timeout_option(5.0, help="Per connection."),
@@ -252,7 +254,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _finish(ctx, counts, as_json)
 
     @measurement(scan_app, "quic-turnover", tables=('quic_turnover_host', 'quic_connection', 'quic_token', 'quic_ticket',
-                                                   'quic_turnover_event'))
+                                                   'quic_turnover_event'), promise=promises.QUIC_TURNOVER)
     def quic_turnover(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
                       port: int = _PORT,
                       every: float = duration_option(600.0, "--every", help="Interval between samples and age "

@@ -13,12 +13,14 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
+from . import promises
+
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("client", "text"),
            ("fact", "text"), ("value", "text"), ("status", "text"), ("error", "text")]
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "quic-second-opinion", tables=("quic_second_opinion",))
+    @measurement(scan_app, "quic-second-opinion", tables=("quic_second_opinion",), promise=promises.QUIC_SECOND_OPINION)
     def scan_quic_second_opinion(
         target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
         port: int = port_option(443, help="UDP port."),

@@ -16,6 +16,8 @@ from netsurvey.options import duration_option, json_option, list_option, port_op
 from netsurvey.scanning import ScanTarget
 from netsurvey.targets import select_targets
 
+from . import promises
+
 err = Console(stderr=True)
 
 
@@ -49,7 +51,7 @@ def _print(result: dict, as_json: bool, text: str) -> None:
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "tfo", tables=('tfo_probe', 'tfo_kernel_check'))
+    @measurement(scan_app, "tfo", tables=('tfo_probe', 'tfo_kernel_check'), promise=promises.TFO)
     def scan_tfo(
         list_name: Optional[str] = list_option(help="Target list (hostnames) to probe."),
         top: Optional[int] = top_option(help="Only the top N hostnames of the list."),
@@ -130,7 +132,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print({"run_id": ctx.run.id, "counts": counts}, as_json,
                f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
 
-    @measurement(scan_app, "tfo-lb", tables=('tfo_probe',))
+    @measurement(scan_app, "tfo-lb", tables=('tfo_probe',), promise=promises.TFO_LB)
     def scan_tfo_lb(
         list_name: Optional[str] = list_option(help="Target list (hostnames)."),
         top: Optional[int] = top_option(help="Only the top N hostnames."),
@@ -212,7 +214,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print({"run_id": ctx.run.id, "status": status, "counts": counts}, as_json,
                f"tfo-lb run {ctx.run.id} ({status}): {counts}")
 
-    @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',))
+    @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',), promise=promises.TFO_REUSE)
     def scan_tfo_reuse(
         list_name: Optional[str] = list_option(help="Target list (hostnames)."),
         top: Optional[int] = top_option(help="Only the top N hostnames."),

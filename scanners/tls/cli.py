@@ -23,6 +23,7 @@ from netsurvey.options import (
     top_option,
 )
 
+from . import promises
 from .results import VERSIONS
 
 
@@ -95,7 +96,7 @@ def _print(summary: dict, as_json: bool) -> None:
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
-    @measurement(scan_app, "tls", tables=('tls_handshake',))
+    @measurement(scan_app, "tls", tables=('tls_handshake',), promise=promises.TLS)
     def scan_tls(
         list_name: Optional[str] = list_option(help="Target list to scan (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),
@@ -132,7 +133,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 time.sleep(max(0.0, interval - (time.monotonic() - t0)))
         _print(runs[0] if repeat == 1 else {"runs": runs}, as_json)
 
-    @measurement(scan_app, "tls-lifetime", tables=('tls_resumption',))
+    @measurement(scan_app, "tls-lifetime", tables=('tls_resumption',), promise=promises.TLS_LIFETIME)
     def scan_tls_lifetime(
         list_name: Optional[str] = list_option(help="Target list (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),
@@ -174,7 +175,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=sessions,
                             hosts_in_flight=hosts_in_flight), as_json)
 
-    @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'))
+    @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'), promise=promises.TLS_SHARED)
     def scan_tls_shared(
         list_name: Optional[str] = list_option(help="Target list (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),
@@ -216,7 +217,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
                           concurrency=concurrency), as_json)
 
-    @measurement(scan_app, "tls-zgrab", kind="tls", tables=('tls_handshake',))
+    @measurement(scan_app, "tls-zgrab", kind="tls", tables=('tls_handshake',), promise=promises.TLS_ZGRAB)
     def scan_tls_zgrab(
         list_name: Optional[str] = list_option(help="Target list (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),

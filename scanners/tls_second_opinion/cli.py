@@ -14,6 +14,8 @@ from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
 
+from . import promises
+
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
            ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
            ("lifetime_hint_s", "int8"), ("early_data_accepted", "bool"), ("attempts", "int4"), ("resumptions", "int4"),
@@ -21,7 +23,7 @@ COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
-    @measurement(scan_app, "tls-second-opinion", tables=("tls_second_opinion",))
+    @measurement(scan_app, "tls-second-opinion", tables=("tls_second_opinion",), promise=promises.TLS_SECOND_OPINION)
     def scan_tls_second_opinion(
         target: List[str] = typer.Option(..., "--target", help="HOST=ADDRESS to check (repeatable)."),
         port: int = port_option(443, help="TCP port."),

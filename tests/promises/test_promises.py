@@ -29,10 +29,12 @@ measurement:
   polled) and in no row of any table; for ``atlas`` the API key must not land in the DB.
 
 The list of measurements comes from ``netsurvey.measure.registry()`` (those with
-``contacts_network``) when it exists, else from ``FALLBACK``. Every one of them must have an
-entry in ``CASES``: a measurement without one FAILS ``test_every_measurement_has_a_case``, so
-a new measurement cannot escape the matrix. A promise that does not apply to a measurement
-is listed in its ``na`` with the reason (shown as a skip).
+``contacts_network``), and so does each one's case: a ``netsurvey.measure.PromiseCase``
+declared with the measurement (``@measurement(..., promise=...)``; the scanners keep theirs in
+their package's ``promises`` module). A measurement that declares none FAILS
+``test_every_measurement_has_a_case``, so a new measurement cannot escape the matrix, and
+adding one needs no edit here. A promise that does not apply to a measurement is listed in
+its case's ``na`` with the reason (shown as a skip).
 
 The commands run in a namespace of their own, ``nsp20`` (address 198.18.0.250 and
 2001:2:0:ff::250 on the testbed bridge, the vantage's routes and resolver), and the sniffer
@@ -49,245 +51,71 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
 from conftest import REPO, needs_root, run_cli
+from netsurvey.measure import ALL_TLS_HOSTS, PromiseCase
 from support.sniffing import SNIFFER
 
-pytestmark = [needs_root(), pytest.mark.root, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180)]
 
-KEY_FILE = Path("/run/netsurvey/testbed/atlas-api-key")
-SCALE = [f"198.19.0.{i}" for i in range(1, 33)]       # answered by the 'scale' namespace
+
+def on_testbed(test):
+    """The promise tests run commands in a network namespace and sniff: root and iproute2
+    (``test_every_measurement_has_a_case`` reads the registry only: it runs anywhere)."""
+    return needs_root()(pytest.mark.root(test))
+
 RATE_PPS, PER_DEST_PPS, WINDOW_S = 5, 2, 2.0
 #: SIGTERM goes this long after the first contact; attempts older than the grace (longer
 #: than every timeout the SIGTERM cases use) have an outcome that must be in the database
 TERM_AFTER_S, TERM_GRACE_S = 4.5, 3.0
 
-# ----------------------------------------------------------------------------- the table
+# ----------------------------------------------------------------------------- the cases (declared with each measurement)
 
-TLS_HOSTS = ["a.test", "b.test", "t.test", "example.test", "www.example.test", "static.example.test"]
-TFO_HOSTS = ["on1.tfo.test", "on2.tfo.test", "off.tfo.test"]
-REUSE_HOSTS = ["lb-pool-a.tfo.test", "lb-pool-b.tfo.test", "on1.tfo.test"]
-QUIC_HOSTS = ["www.example.test", "retry.example.test", "notoken.example.test"]
-DNS_NAMES = ["a.test", "b.test", "t.test", "example.test", "www.example.test", "static.example.test",
-             "img.example.test", "ttl60.example.test", "tls12.example.test", "noid.example.test"]
-
-
-@dataclass
-class Case:
-    """How to aim one measurement at the testbed.
-
-    ``cmd``: the command words (``scan tls``); ``hosts``: imported as target list ``p`` (the
-    args say ``{list}``); ``args``: its options for the dry-run / blocked / worker / procs cases;
-    ``block``: the host (or address) whose addresses the blocked cases block; ``targets``:
-    extra target addresses besides the hosts' (e.g. a nameserver); ``rate_args`` /
-    ``term_args``: options for the rate and SIGTERM cases (more attempts, a longer run), with
-    ``rate_targets`` their target addresses; ``dns_targets``: the targets are DNS servers, so
-    a dry run may not query the resolver either; ``refuse_ok``: when everything the command
-    would contact is blocked, refusing (exit 2, nothing contacted) is correct; ``na``:
-    promise -> why it does not apply."""
-    cmd: tuple[str, ...]
-    hosts: list[str]
-    args: list[str]
-    block: str
-    targets: set[str] = field(default_factory=set)
-    rate_args: Optional[list[str]] = None
-    rate_targets: Optional[set[str]] = None
-    rate_hosts: Optional[list[str]] = None   # or "ALL_TLS": every TLS host of the testbed
-    term_hosts: Optional[list[str]] = None
-    term_args: Optional[list[str]] = None
-    dns_targets: bool = False   # the hosts are names to look up, not addresses to contact
-    refuse_ok: bool = False
-    env: Callable[[], dict] = dict
-    na: dict = field(default_factory=dict)
-
-
-def _targets(*addrs):
-    return [a for x in addrs for a in ("--target", x)]
-
-
-def _atlas_env():
-    return {"NETSURVEY_ATLAS_KEY": KEY_FILE.read_text().strip()} if KEY_FILE.exists() else {}
-
-
-_BROWSER_NA = "a browser visit opens the browser's own connections; pacing, sharding and SIGTERM of browser runs are not promised"
-
-#: tls-second-opinion's rate case: six TLS hosts' addresses (per-destination pacing binds)
-_SO_HOSTS = [("a.test", "198.18.2.20"), ("b.test", "198.18.2.21"), ("t.test", "198.18.2.22"),
-             ("example.test", "198.18.2.9"), ("www.example.test", "198.18.2.10"), ("static.example.test", "198.18.2.11")]
-
-CASES: dict[str, Case] = {
-    "tfo": Case(("scan", "tfo"), TFO_HOSTS, ["--list", "{list}", "--cooldown", "0.5"], "on2.tfo.test",
-                rate_args=["--cidr", "198.19.0.0/27", "--cooldown", "0.2"], rate_targets=set(SCALE) | {"198.19.0.0", "198.19.0.31"},
-                term_args=["--cidr", "198.19.0.0/24", "--rate", "20", "--cooldown", "0.5"]),
-    "tfo-lb": Case(("scan", "tfo-lb"), TFO_HOSTS, ["--list", "{list}", "--rounds", "2", "--interval", "1", "--cooldown", "0.2"],
-                   "on2.tfo.test",
-                   rate_args=["--list", "{list}", "--rounds", "10", "--interval", "0", "--cooldown", "0.1"],
-                   term_args=["--list", "{list}", "--rounds", "10", "--interval", "1", "--cooldown", "0.2"]),
-    "tfo-reuse": Case(("scan", "tfo-reuse"), REUSE_HOSTS, ["--list", "{list}", "--cooldown", "0.5"], "lb-pool-b.tfo.test",
-                      term_args=["--list", "{list}", "--cooldown", "0.5", "--rate", "4"]),
-    "tls": Case(("scan", "tls"), TLS_HOSTS, ["--list", "{list}", "--no-verify", "--no-ipv6", "--timeout", "2"], "b.test",
-                term_hosts="ALL_TLS"),
-    "tls-lifetime": Case(("scan", "tls-lifetime"), TLS_HOSTS,
-                         ["--list", "{list}", "--no-verify", "--no-ipv6", "--timeout", "2", "--max-age", "2s",
-                          "--step", "1s", "--mechanism", "ticket", "--tls", "1.2"], "b.test",
-                         rate_args=["--list", "{list}", "--no-verify", "--no-ipv6", "--timeout", "2", "--max-age", "2s",
-                                    "--step", "1s"],
-                         term_args=["--list", "{list}", "--no-verify", "--no-ipv6", "--timeout", "2", "--max-age", "30s",
-                                    "--step", "2s", "--mechanism", "ticket", "--tls", "1.2"]),
-    "tls-shared": Case(("scan", "tls-shared"), TLS_HOSTS,
-                       ["--list", "{list}", "--no-verify", "--timeout", "2", "--mechanism", "ticket", "--tls", "1.2"], "b.test",
-                       term_hosts="ALL_TLS"),
-    "tls-zgrab": Case(("scan", "tls-zgrab"), TLS_HOSTS, ["--list", "{list}", "--no-ipv6"], "b.test",
-                      rate_hosts="ALL_TLS", term_hosts="ALL_TLS"),
-    # issue 24: gnutls-cli --resume against explicit HOST=ADDRESS targets (the nginx hosts)
-    "tls-second-opinion": Case(("scan", "tls-second-opinion"), [],
-                               [*_targets("a.test=198.18.2.20", "b.test=198.18.2.21"), "--timeout", "5"], "b.test",
-                               targets={"198.18.2.20", "198.18.2.21"},
-                               rate_args=[*_targets(*([f"{h}={a}" for h, a in _SO_HOSTS] * 4)),
-                                          "--timeout", "5", "--concurrency", "6"],
-                               rate_targets={a for _, a in _SO_HOSTS},
-                               term_args=[*_targets(*("a.test=198.18.2.20" for _ in range(40))), "--timeout", "5",
-                                          "--concurrency", "1"]),
-    # quic-second-opinion (issue 24): ngtcp2's client, three QUIC connections per target
-    "quic-second-opinion": Case(("scan", "quic-second-opinion"), [],
-                                [*_targets("www.example.test=198.18.2.10", "retry.example.test=198.18.2.30"),
-                                 "--timeout", "5"], "retry.example.test",
-                                targets={"198.18.2.10", "198.18.2.30"},
-                                rate_args=[*_targets(*(["www.example.test=198.18.2.10",
-                                                        "notoken.example.test=198.18.2.31"] * 3)),
-                                           "--timeout", "5", "--concurrency", "6"],
-                                rate_targets={"198.18.2.10", "198.18.2.31"},
-                                term_args=[*_targets(*("www.example.test=198.18.2.10" for _ in range(40))),
-                                           "--timeout", "5", "--concurrency", "1"]),
-    "quic-discover": Case(("scan", "quic-discover"), QUIC_HOSTS, ["--list", "{list}", "--timeout", "1s"], "retry.example.test",
-                          rate_args=["--cidr", "198.19.0.0/27", "--timeout", "1s"],
-                          rate_targets=set(SCALE) | {"198.19.0.0", "198.19.0.31"},
-                          term_args=["--cidr", "198.19.0.0/24", "--timeout", "2s", "--concurrency", "20"]),
-    "quic": Case(("scan", "quic"), QUIC_HOSTS, ["--list", "{list}", "--timeout", "2s"], "retry.example.test",
-                 rate_args=[*_targets(*SCALE[:24]), "--timeout", "1s", "--no-resume"], rate_targets=set(SCALE[:24]),
-                 term_args=[*_targets(*SCALE[:24]), "--timeout", "2s", "--no-resume", "--concurrency", "2"]),
-    "quic-turnover": Case(("scan", "quic-turnover"), QUIC_HOSTS,
-                          ["--list", "{list}", "--timeout", "1s", "--every", "1s", "--for", "2s"], "retry.example.test",
-                          rate_args=[*_targets(*SCALE[:24]), "--timeout", "1s", "--every", "1s", "--for", "2s"],
-                          rate_targets=set(SCALE[:24]),
-                          term_args=["--list", "{list}", "--timeout", "1s", "--every", "1s", "--for", "60s"]),
-    # dns-ttl walks the delegation from the resolver: the resolver and knot are its targets
-    "dns-ttl": Case(("scan", "dns-ttl"), DNS_NAMES, ["--list", "{list}", "--resolver", "198.18.1.1", "--family", "4",
-                                                     "--timeout", "0.3", "--retries", "0"],
-                    "198.18.1.53", targets={"198.18.1.1", "198.18.1.53"}, dns_targets=True,
-                    rate_args=["--list", "{list}", "--nameserver", "198.18.1.53", "--timeout", "0.3"],
-                    rate_targets={"198.18.1.53"},
-                    term_args=["--list", "{list}", "--nameserver", "198.18.1.53", "--rate", "3", "--concurrency", "1"]),
-    # dns-ecs asks one server; blocking it blocks everything: refusing is correct
-    "dns-ecs": Case(("scan", "dns-ecs"), DNS_NAMES, ["--list", "{list}", "--resolver", "198.18.1.53", "--subnet",
-                                                     "198.18.0.0/24", "--subnet", "198.18.7.0/24", "--timeout", "0.3",
-                                                     "--retries", "0"],
-                    "198.18.1.53", targets={"198.18.1.53"}, dns_targets=True, refuse_ok=True,
-                    term_args=["--list", "{list}", "--resolver", "198.18.1.53", "--subnet", "198.18.0.0/24",
-                               "--subnet", "198.18.7.0/24", "--rate", "3", "--concurrency", "1"]),
-    # dns-second-opinion (issue 24): kdig, one process per question, at one server
-    "dns-second-opinion": Case(("scan", "dns-second-opinion"), DNS_NAMES,
-                               ["--list", "{list}", "--nameserver", "198.18.1.53", "--subnet", "198.18.0.0/24"],
-                               "198.18.1.53", targets={"198.18.1.53"}, dns_targets=True, refuse_ok=True,
-                               term_args=["--list", "{list}", "--nameserver", "198.18.1.53", "--subnet",
-                                          "198.18.0.0/24", "--subnet", "198.18.7.0/24", "--rate", "3"]),
-    # the campaign's network contact is the Atlas API (the stand-in at atlas.test)
-    "atlas": Case(("atlas", "run"), [], ["--probes", "country:DE", "--count", "800", "--server", "198.18.0.1",
-                                         "--zone", "whoami.example.test", "--api-host", "atlas.test", "--poll", "0.3",
-                                         "--no-server-ping", "--ca-bundle", "/run/netsurvey/testbed/pki/ca.pem"],
-                  "atlas.test", targets={"198.18.2.200", "2001:2:0:2::200"}, refuse_ok=True, env=_atlas_env,
-                  na={"rate": "one API client; RIPE Atlas paces the probes, not this host",
-                      "blocked": "the API host is the service the campaign talks to, not a measurement target "
-                                 "(its targets are contacted by RIPE's probes)",
-                      "sigterm": "the campaign's rows are written as the API answers (not covered here)",
-                      "worker_config": "a campaign is not sharded",
-                      "procs_secret": "a campaign is not sharded"}),
-    # handshake-timing (issue 25): TCP and TLS 1.3 only (the shared hosts without QUIC would
-    # only time out), one sample; plain TCP to the scale range for the rate and SIGTERM cases
-    # (a target's rows are written when all its samples end: one sample each there)
-    "handshake-timing": Case(("scan", "handshake-timing"), TLS_HOSTS,
-                             ["--list", "{list}", "--methods", "tcp,tls13_full,tls13_psk", "--samples", "1",
-                              "--timeout", "2"], "b.test",
-                             rate_args=[*_targets(*SCALE[:24]), "--methods", "tcp", "--samples", "2", "--timeout", "1"],
-                             rate_targets=set(SCALE[:24]),
-                             term_args=[*_targets(*SCALE[:24]), "--methods", "tcp", "--samples", "1",
-                                        "--timeout", "1"]),
-    "browser-pageload": Case(("browser", "pageload"), ["a.test", "b.test"], ["--list", "{list}", "--browsers", "1",
-                                                                            "--page-timeout", "10"], "b.test",
-                             na={"rate": _BROWSER_NA, "sigterm": _BROWSER_NA, "worker_config": _BROWSER_NA,
-                                 "procs_secret": _BROWSER_NA}),
-    "browser-track": Case(("browser", "track"), [], ["--test", "lifetime", "--wait", "0"], "track.test",
-                          targets={"198.18.2.60"},
-                          na={p: "fixed testbed experiments (servers that observe the browser), not a target list"
-                              for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
-    # the browser's own lifetime (issue 27): one known-answer probe on the 4-s host
-    "browser-lifetime": Case(("browser", "lifetime"), [], ["--browser", "chromium", "--state", "tls13-psk", "--short",
-                                                           "--offset", "3600"], "hint.track.test",
-                             targets={"198.18.2.63"},
-                             na={p: "fixed testbed experiments (servers that observe the browser), not a target list"
-                                 for p in ("blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
-    # the browser's revisit timing (issue 25) runs only in the timing testbed's vantage
-    # (nstt-vantage, behind the delay line), which this lab cannot reach: its dry run and a
-    # blocked server are checked by a sniffer on the timing link in tests/browser_probes/test_browser_revisit.py
-    "browser-revisit": Case(("browser", "revisit"), [], ["--browser", "chromium", "--repeat", "1"], "timing.test",
-                            targets={"198.18.250.2", "2001:2:0:250::2"},
-                            na={p: "runs only in the timing testbed's vantage namespace, which the promise lab cannot "
-                                   "reach (tests/browser_probes/test_browser_revisit.py sniffs the timing link for the dry run and "
-                                   "a blocked server); a browser's own connections are not paced or sharded"
-                                for p in ("dry_run", "blocked", "rate", "sigterm", "worker_config", "procs_secret")}),
-}
-
-#: when netsurvey.measure does not exist yet: every command that contacts the network
-FALLBACK = ["tfo", "tfo-lb", "tfo-reuse", "tls", "tls-lifetime", "tls-shared", "tls-zgrab", "quic-discover", "quic",
-            "quic-turnover", "dns-ttl", "dns-ecs", "atlas", "browser-pageload", "browser-track", "tls-second-opinion",
-            "browser-lifetime", "handshake-timing", "browser-revisit", "dns-second-opinion",
-            "quic-second-opinion"]
-
-
-def _measurements() -> tuple[list[str], str]:
-    """Names of the measurements that contact the network, and where the list came from.
-    Read in a fresh interpreter (importing the CLI registers every measurement)."""
+def _measurements() -> tuple[list[str], dict[str, Optional[dict]], str]:
+    """Names of the measurements that contact the network, each one's declared promise case
+    (``netsurvey.measure.PromiseCase`` as JSON, or None), and where the list came from. Read
+    in a fresh interpreter (importing the CLI registers every measurement)."""
     code = ("import json, os\n"
             "import netsurvey.cli  # registers the measurements\n"
-            "try:\n    import netsurvey.measure as nm\nexcept ImportError:\n    print('null'); raise SystemExit\n"
+            "import netsurvey.measure as nm\n"
             "if os.path.dirname(nm.__file__) != os.path.dirname(netsurvey.cli.__file__):\n"
             "    print('null'); raise SystemExit  # another checkout's module on the path\n"
-            "print(json.dumps(sorted(n for n, m in nm.registry().items() if m.contacts_network)))\n")
+            "print(json.dumps({n: m.promise.to_json() if m.promise else None\n"
+            "                  for n, m in sorted(nm.registry().items()) if m.contacts_network}))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("NETSURVEY_PLUGINS", "NETSURVEY_CONFIG")}
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     if p.returncode != 0:
-        return [f"<registry failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}>"], "error"
+        return [f"<registry failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}>"], {}, "error"
     got = json.loads(p.stdout.strip().splitlines()[-1])
-    if got == []:
-        return ["<the registry lists no measurement that contacts the network>"], "registry"
-    return (FALLBACK, "fallback") if got is None else (got, "registry")
+    if got is None:
+        return ["<netsurvey.measure of another checkout on the path>"], {}, "error"
+    if not got:
+        return ["<the registry lists no measurement that contacts the network>"], {}, "registry"
+    return sorted(got), got, "registry"
 
 
-MEASUREMENTS, SOURCE = _measurements()
+MEASUREMENTS, _DECLARED, SOURCE = _measurements()
+#: each measurement's promise case, as declared with it (``@measurement(..., promise=...)``)
+CASES: dict[str, PromiseCase] = {n: PromiseCase.from_json(d) for n, d in _DECLARED.items() if d is not None}
 
 
 def test_every_measurement_has_a_case():
-    """A measurement that contacts the network but has no entry in CASES escapes the matrix."""
+    """A measurement that contacts the network but declares no promise case escapes the matrix."""
     missing = [m for m in MEASUREMENTS if m not in CASES]
-    assert not missing, f"measurements without a promise case in tests/promises/test_promises.py CASES ({SOURCE}): {missing}"
-
-
-#: Measurements whose promise cases run only in `make test-slow`: kept out of `make test`'s
-#: time budget (dns-second-opinion, quic-second-opinion, issue 24: testbed second-opinion tools,
-#: ~100 s of cases each).
-SLOW_CASES = {"dns-second-opinion", "quic-second-opinion"}
+    assert not missing, (f"measurements without a promise case ({SOURCE}; declare one with "
+                         f"@measurement(..., promise=PromiseCase(...))): {missing}")
 
 
 def _params(promise: str):
     """One parameter per measurement; a known, still open defect is a strict xfail: the
-    test still runs, and passes loudly (XPASS fails) the day the defect is fixed."""
+    test still runs, and passes loudly (XPASS fails) the day the defect is fixed. A case
+    declared ``slow`` runs only in `make test-slow` (kept out of `make test`'s time budget)."""
     out = []
     for m in MEASUREMENTS:
         if m not in CASES:
@@ -296,7 +124,7 @@ def _params(promise: str):
         # strict unless the defect shows only with some timings (then an XPASS is not a failure)
         strict = (m, promise) not in TIMING_DEPENDENT
         marks = [pytest.mark.xfail(strict=strict, reason=f"known defect (issue 20 closing note): {why}")] if why else []
-        if m in SLOW_CASES:
+        if CASES[m].slow:
             marks.append(pytest.mark.slow)
         out.append(pytest.param(m, id=m, marks=marks))
     return out
@@ -449,7 +277,7 @@ def addresses_of(testbed, name: str) -> set[str]:
     return gt_addresses(testbed, [name])[name]
 
 
-def case_targets(testbed, c: Case, hosts=None) -> set[str]:
+def case_targets(testbed, c: PromiseCase, hosts=None) -> set[str]:
     hosts = c.hosts if hosts is None else hosts
     if c.dns_targets:   # DNS measurements contact nameservers, not the names' addresses
         return set(c.targets)
@@ -491,7 +319,7 @@ def import_list(db, tmp_path, hosts, name="p"):
     assert r.returncode == 0, r.stderr
 
 
-def argv(c: Case, args, dsn: str, config: Optional[Path] = None, extra=()) -> list[str]:
+def argv(c: PromiseCase, args, dsn: str, config: Optional[Path] = None, extra=()) -> list[str]:
     glob = ["--dsn", dsn] + (["--config", str(config)] if config else [])
     return [sys.executable, "-m", "netsurvey.cli", *glob, *c.cmd, *[a.replace("{list}", "p") for a in args], *extra]
 
@@ -552,17 +380,27 @@ def blocked_rows(db, name: str, addrs: set[str]) -> list[str]:
     return rows
 
 
-def ready(c: Case, promise: str, testbed):
+def ready(c: PromiseCase, promise: str, testbed):
     if promise in c.na:
         pytest.skip(c.na[promise])
-    if c.cmd == ("scan", "tls-zgrab") and not (REPO / "tools/go/bin/zgrab2").exists():
-        pytest.skip("zgrab2 is not built (scripts/build_go_tools.sh zgrab2)")
-    if c.cmd[0] == "atlas" and not KEY_FILE.exists():
-        pytest.skip("no Atlas stand-in key")
+    for path, why in c.requires.items():
+        if not (REPO / path).exists():
+            pytest.skip(why)
+
+
+def case_env(c: PromiseCase) -> dict[str, str]:
+    """The case's environment variables, read from the files it names (missing: unset)."""
+    out = {}
+    for var, path in c.env_from_files.items():
+        f = Path(path)
+        if f.exists():
+            out[var] = f.read_text().strip()
+    return out
 
 
 # ----------------------------------------------------------------------------- promises
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("dry_run"))
 def test_dry_run_sends_nothing(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -570,7 +408,7 @@ def test_dry_run_sends_nothing(name, db, testbed, lab, tmp_path):
     import_list(db, tmp_path, c.hosts) if c.hosts else None
     targets = case_targets(testbed, c)
     with Sniffer(lab, tmp_path / "dry.jsonl") as dry:
-        r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--dry-run"]), env=c.env())
+        r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--dry-run"]), env=case_env(c))
     sent = to(dry.packets, targets)
     assert dry.stats["kernel_drops"] == 0
     assert not sent, f"{name} --dry-run sent {len(sent)} packets to its targets: {show(sent)}"
@@ -579,10 +417,11 @@ def test_dry_run_sends_nothing(name, db, testbed, lab, tmp_path):
     assert st and all(s == "cancelled" for _, _, s in st), f"dry run recorded {st} (want every run 'cancelled')"
     # positive control: without --dry-run the sniffer sees the command contact its targets
     with Sniffer(lab, tmp_path / "real.jsonl") as real:
-        run_in_lab(lab, argv(c, c.args, db.dsn), env=c.env())
+        run_in_lab(lab, argv(c, c.args, db.dsn), env=case_env(c))
     assert to(real.packets, targets), f"control: {name} without --dry-run contacted none of {sorted(targets)}"
 
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("blocked"))
 def test_blocked_addresses_never_contacted(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -593,7 +432,7 @@ def test_blocked_addresses_never_contacted(name, db, testbed, lab, tmp_path):
     cfg = write_config(tmp_path, block=block_nets(blocked))
     marker = "Pw" + os.urandom(6).hex() + "Secret"   # inline run: the --dsn password stays out of the DB
     with Sniffer(lab, tmp_path / "bl.jsonl") as s:
-        r = run_in_lab(lab, argv(c, c.args, make_conninfo(db.dsn, password=marker), config=cfg), env=c.env())
+        r = run_in_lab(lab, argv(c, c.args, make_conninfo(db.dsn, password=marker), config=cfg), env=case_env(c))
     problems = []
     bad = to(s.packets, blocked)
     if bad:
@@ -632,6 +471,7 @@ def secret_tables(db, secrets) -> list[tuple[str, str]]:
     return found
 
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("rate"))
 def test_rates_hold(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -681,7 +521,7 @@ def _max_window(ps) -> tuple[int, float]:
 
 
 def _hosts(testbed, hosts):
-    if hosts == "ALL_TLS":
+    if hosts == ALL_TLS_HOSTS:
         return [h["hostname"] for h in testbed.status()["ground_truth"]["tls_hosts"]]
     return hosts
 
@@ -695,9 +535,9 @@ def _killpg(proc) -> None:
     proc.wait()
 
 
-def _env(c: Case) -> dict:
+def _env(c: PromiseCase) -> dict:
     e = {k: v for k, v in os.environ.items() if k not in ("NETSURVEY_DSN", "NETSURVEY_CONFIG", "NETSURVEY_PLUGINS")}
-    e.update(c.env())
+    e.update(case_env(c))
     return e
 
 
@@ -725,6 +565,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("sigterm"))
 def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -773,6 +614,7 @@ def test_sigterm_keeps_rows_and_fails_the_run(name, db, testbed, lab, tmp_path):
     assert not problems, f"{name} (exit {proc.returncode}): " + "; ".join(problems)
 
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("worker_config"))
 def test_worker_config_reaches_the_shards(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -781,11 +623,11 @@ def test_worker_config_reaches_the_shards(name, db, testbed, lab, tmp_path):
     blocked = addresses_of(testbed, c.block)
     others = case_targets(testbed, c) - blocked
     cfg = write_config(tmp_path, block=block_nets(blocked))
-    r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--shards", "2"]), env=c.env())
+    r = run_in_lab(lab, argv(c, c.args, db.dsn, extra=["--shards", "2"]), env=case_env(c))
     assert r.returncode == 0, f"queueing --shards 2: exit {r.returncode}: {r.stderr.strip()[-400:]}"
     with Sniffer(lab, tmp_path / "w.jsonl") as s:
         w = run_in_lab(lab, [sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(cfg),
-                                     "worker", "--once"], env=c.env(), timeout=150)
+                                     "worker", "--once"], env=case_env(c), timeout=150)
     bad = to(s.packets, blocked)
     assert not bad, f"{name}: the shards run by 'worker --config' sent {len(bad)} packets to blocked {sorted(blocked)}: {show(bad)}"
     assert w.returncode == 0, w.stderr[-400:]
@@ -797,6 +639,7 @@ def test_worker_config_reaches_the_shards(name, db, testbed, lab, tmp_path):
     assert blocked_rows(db, c.block, blocked), f"{name}: no row records {c.block} as blocked"
 
 
+@on_testbed
 @pytest.mark.parametrize("name", _params("procs_secret"))
 def test_procs_config_and_no_secret(name, db, testbed, lab, tmp_path):
     c = CASES[name]
@@ -804,7 +647,7 @@ def test_procs_config_and_no_secret(name, db, testbed, lab, tmp_path):
     import_list(db, tmp_path, c.hosts) if c.hosts else None
     marker = "Pw" + os.urandom(6).hex() + "Secret"
     dsn = make_conninfo(db.dsn, password=marker)
-    secrets = [marker] + list(c.env().values())
+    secrets = [marker] + list(case_env(c).values())
     blocked = addresses_of(testbed, c.block)
     cfg = write_config(tmp_path, block=block_nets(blocked))
     procs = c.cmd[0] == "scan"
