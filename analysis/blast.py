@@ -305,7 +305,9 @@ def sweeps(ctx: FigureContext) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     axes[0].plot([x / 1000 for x, _ in a], [p for _, p in a], ".", markersize=3)
     axes[0].plot([BLAST_BANDWIDTH_BPS / 1000], [ref], "rx", markersize=9, label="164 kB/s (BLAST's setting)")
-    axes[0].set_xscale("log")
+    from .style import set_log_axis
+
+    set_log_axis(axes[0].xaxis)
     axes[0].set_xlabel("per-resource bandwidth [kB/s] (RTT 0.8 s)")
     axes[1].plot([x for x, _ in b], [p for _, p in b], ".", markersize=3)
     axes[1].plot([BLAST_RTT_S], [ref], "rx", markersize=9, label="0.8 s (BLAST's setting)")
