@@ -210,8 +210,8 @@ def tls_key_rotation(ctx: FigureContext) -> None:
 
 
 #: zoo-table facts: (fact, SQL over tls_handshake rows of one hostname, second-opinion
-#: (version, mechanism) measuring the same fact or None, the testbed zoo's ground-truth
-#: key holding the implementation's documented default (testbed/zoo.py *_FACTS))
+#: (version, mechanism) measuring the same fact or None, the key of the zoo's documented
+#: default in zoo_documented_default.fact)
 _ZOO_FACTS = [
     ("session_id_resumption_tls12", "bool_or(id_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "id"),
      "session_ids"),
@@ -235,20 +235,12 @@ _ZOO_FACTS = [
 ]
 
 
-def _documented() -> dict:
-    """hostname -> ground-truth facts of the testbed zoo (static data in testbed/zoo.py: the
-    implementation's documented or source default, with its citation); {} without it."""
-    try:
-        from testbed.zoo import _FACTS, HOSTS
-    except ImportError:
-        return {}
-    out = {h.hostname: _FACTS[h.label] for h in HOSTS}
-    try:  # TLS zoo 2 (H2O, BoringSSL, rustls: testbed/zoo2_facts.py)
-        from testbed.zoo2 import documented
-    except ImportError:
-        return out
-    out.update(documented())
-    return out
+def _documented(conn) -> dict:
+    """hostname -> documented (cited) facts of the TLS zoos' servers, from the database
+    (zoo_documented_default, written by `netsurvey testbed zoo-record`); {} if none recorded."""
+    from .zoo_documented import servers
+
+    return {s.hostname: s.facts for s in servers(conn, "tls", "tls2") if s.hostname}
 
 
 #: facts whose documented value is derived from a ground-truth entry of another shape
@@ -290,8 +282,8 @@ def _as_text(v) -> str | None:
                                 "dns_second_opinion", "quic_discovery", "quic_connection", "quic_token", "quic_ticket",
                                 "quic_second_opinion"], thesis="testbed zoo validation (no thesis counterpart)")
 def zoo_table(ctx: FigureContext) -> None:
-    """Per host and fact: the implementation's documented default (testbed zoo ground
-    truth, cited), netsurvey's measurement (scan tls) and each independent client's
+    """Per host and fact: the implementation's documented default (cited; the zoo's ground
+    truth as `netsurvey testbed zoo-record` recorded it in the database), netsurvey's measurement (scan tls) and each independent client's
     verdict (scan tls-second-opinion: gnutls-cli, testssl.sh, sslyze) where it measures the same
     fact - one row per client, or one row without a client. The DNS zoo's servers follow
     (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion), then
@@ -327,7 +319,7 @@ def zoo_table(ctx: FigureContext) -> None:
                 " GROUP BY 1, 2, 3, 4 ORDER BY 4", (so_runs,)):
             if r is not None:
                 theirs.setdefault((h, v, m), []).append((r, client))
-    documented = _documented()
+        documented = _documented(conn)
     rows = []
     for r in ours:
         facts = documented.get(r[0], {})
