@@ -112,12 +112,12 @@ def link_label(profile, rtt_ms, measured_ms: list) -> str:
 THESIS = {
     "Table 3.2": {"Chrome v68 (thesis)": {"TFO status": "support (experimental flag)", "TFO tracking period": "unrestricted",
                                           "TFO third-parties": "viable", "TFO virtual hosts": "viable",
-                                          "TFO private mode": "viable", "TFO user applications": "viable",
-                                          "TFO browser restarts": "viable"},
+                                          "TFO IP address changes": "blocked", "TFO private mode": "viable",
+                                          "TFO user applications": "viable", "TFO browser restarts": "viable"},
                   "Firefox v61 (thesis)": {"TFO status": "support (experimental pref)", "TFO tracking period": "unrestricted",
                                            "TFO third-parties": "viable", "TFO virtual hosts": "viable",
-                                           "TFO private mode": "viable", "TFO user applications": "viable",
-                                           "TFO browser restarts": "viable"}},
+                                           "TFO IP address changes": "blocked", "TFO private mode": "viable",
+                                           "TFO user applications": "viable", "TFO browser restarts": "viable"}},
     "Table 4.2": {"Chrome v66.0 (thesis)": {"Lifetime for Sess. ID": "60 min", "Lifetime for Sess. Ticket": "30 min",
                                             "Lifetime for TLS 1.3 PSK": "not measured (TLS 1.3 not yet deployed)",
                                             "Third-party tracking": "viable"},
@@ -130,8 +130,10 @@ THESIS = {
                                         "Third-party tracking": "viable"}},
 }
 ROWS = {
-    "Table 3.2": ["TFO status", "TFO tracking period", "TFO third-parties", "TFO virtual hosts", "TFO private mode",
-                  "TFO user applications", "TFO browser restarts"],
+    # thesis lines 758-764: Status, Tracking periods, then tracking across third-parties,
+    # virtual hosts, IP address changes, private browsing modes, user applications, restarts
+    "Table 3.2": ["TFO status", "TFO tracking period", "TFO third-parties", "TFO virtual hosts",
+                  "TFO IP address changes", "TFO private mode", "TFO user applications", "TFO browser restarts"],
     "Table 4.2": ["Lifetime for Sess. ID", "Lifetime for Sess. Ticket", "Lifetime for TLS 1.3 PSK", "Third-party tracking",
                   "Virtual hosts", "Browser restart", "Private mode", "Honors the server's lifetime hint"],
     "Table 6.1": ["Lower boundary of token lifetime", "QUIC ticket lifetime", "Honors STTL / ticket lifetime",
@@ -149,6 +151,14 @@ VERDICT_ROWS = {("Table 4.2", "Third-party tracking"): ("third-party", "tls13-ps
                 ("Table 4.2", "Honors the server's lifetime hint"): ("hint", "tls13-psk"),
                 ("Table 6.1", "Honors STTL / ticket lifetime"): ("quic-hint", "quic-psk"),
                 ("Table 3.2", "TFO user applications"): ("cross-app", "tfo-cookie-kernel")}
+#: Table 3.2 rows each of which needs a TFO experiment of its own (thesis sec. 3.3.3: revisit
+#: after up to ten days, a third party on two sites, two names on one address, a new client
+#: address, private mode, a restart). `browser track` runs TFO only across applications
+#: (cross-app): a verdict of one of these experiments with mechanism tfo-cookie fills its
+#: row, else the row says "not measured" - never the cross-app verdict copied.
+TFO_ROWS = {"TFO tracking period": "lifetime", "TFO third-parties": "third-party", "TFO virtual hosts": "vhost",
+            "TFO IP address changes": "ip-change", "TFO private mode": "private", "TFO browser restarts": "restart"}
+TFO_NOT_MEASURED = "not measured: no such TFO experiment (cross-app only)"
 
 
 def duration(s) -> str:
@@ -277,14 +287,22 @@ def _thesis_tables(ctx: FigureContext, verdicts: list) -> None:
                         cells.append("yes" if v[0] == "blocked" else "no")
                     else:
                         cells.append(v[0])
-                elif table == "Table 3.2":
+                elif table == "Table 3.2" and row in TFO_ROWS:
+                    v = vcell.get((b, TFO_ROWS[row], "tfo-cookie"))
+                    if v is None:
+                        cells.append(TFO_NOT_MEASURED)
+                    elif v[0] == "n/a":
+                        cells.append("n/a: no TFO option in its SYNs")
+                    else:
+                        cells.append(v[0])
+                elif table == "Table 3.2" and row == "TFO status":
+                    # whether the browser's SYNs carried TFO at all (cross-app's tfo-cookie verdict)
                     v = vcell.get((b, "cross-app", "tfo-cookie"))
                     if v is None:
                         cells.append("not measured (browser track --test cross-app)")
-                    elif v[0] == "n/a":
-                        cells.append("n/a: no TFO option in its SYNs" if row != "TFO status" else "not supported")
                     else:
-                        cells.append(v[0] if row != "TFO status" else "default")
+                        cells.append("not supported (no TFO option in its SYNs)" if v[0] == "n/a"
+                                     else "TFO option in its SYNs")
                 elif row == "Third-party tracking" and table == "Table 6.1":
                     cells.append("n/a: no QUIC third-party experiment yet")
                 else:

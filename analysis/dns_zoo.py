@@ -1,6 +1,6 @@
-"""The DNS zoo's rows of `plot zoo-table` (issue 24): per authoritative server of the DNS
-zoo (testbed/zoo_dns.py) and fact, the implementation's documented default (cited in
-testbed/zoo_dns_facts.py), netsurvey's measurement (scan dns-ttl, scan dns-ecs) and kdig's
+"""The DNS zoo's rows of `plot zoo-table`: per authoritative server of the DNS zoo and fact,
+the implementation's documented default (cited; recorded in zoo_documented_default by
+`netsurvey testbed zoo-record`), netsurvey's measurement (scan dns-ttl, scan dns-ecs) and kdig's
 (scan dns-second-opinion). Rows have the shape of the TLS zoo rows (analysis/tls.py
 zoo_table). Servers are told apart by address; per server the latest selected run of each
 kind counts."""
@@ -40,10 +40,10 @@ def _latest(conn, table: str, runs: list[int], cols: str, where: str = "TRUE") -
 
 
 def zoo_rows(conn, ttl_runs: list[int], ecs_runs: list[int], so_runs: list[int]) -> list[tuple]:
-    try:
-        from testbed.zoo_dns import HOSTS, ZONE
-        from testbed.zoo_dns_facts import FACTS
-    except ImportError:
+    from .zoo_documented import servers
+
+    hosts = servers(conn, "dns")     # recorded by `netsurvey testbed zoo-record`
+    if not hosts:
         return []
     ttl = _latest(conn, "dns_ttl_probe", ttl_runs, "hostname, rcode, ttl, authority_count")
     ecs = _latest(conn, "dns_ecs_probe", ecs_runs, "hostname, subnet::text, source_prefix, scope_prefix")
@@ -51,8 +51,8 @@ def zoo_rows(conn, ttl_runs: list[int], ecs_runs: list[int], so_runs: list[int])
                  "hostname, subnet::text, rcode, ttl, authority_count, source_prefix, scope_prefix, client",
                  "status = 'success'")
     rows = []
-    for h in HOSTS:
-        facts = FACTS.get(h.label, {})
+    for h in hosts:
+        facts, zone = h.facts, h.zone
         ours_t = {r[0]: r[1:] for r in ttl.get(h.v4, [])}
         ours_e = {(r[0], r[1]): r[2:] for r in ecs.get(h.v4, [])}
         theirs = {(r[0], r[1]): r[2:] for r in so.get(h.v4, [])}
@@ -70,16 +70,16 @@ def zoo_rows(conn, ttl_runs: list[int], ecs_runs: list[int], so_runs: list[int])
                          None if other is None or mine is None else ("yes" if other == mine else "NO")))
 
         for fact, name, doc_of, key in _TTL_FACTS:
-            n = f"{name}.{ZONE}"
+            n = f"{name}.{zone}"
             add(fact, doc_of(facts) if key in facts else None, (facts.get(key) or {}).get("source"),
                 (ours_t.get(n) or (None, None))[1], (theirs.get((n, None)) or (None, None))[1])
-        www = f"www.{ZONE}"
+        www = f"www.{zone}"
         mr = facts.get("minimal_responses") or {}
         a = (ours_t.get(www) or (None, None, None))[2]
         b = (theirs.get((www, None)) or (None, None, None))[2]
         add("minimal_responses", mr.get("value"), mr.get("source"), None if a is None else a == 0,
             None if b is None else b == 0)
-        for fact, name in (("nxdomain_rcode", f"nx.{ZONE}"), ("out_of_zone_rcode", "www.not-in-zoo.test")):
+        for fact, name in (("nxdomain_rcode", f"nx.{zone}"), ("out_of_zone_rcode", "www.not-in-zoo.test")):
             d = facts.get(fact) or {}
             add(fact, d.get("value"), d.get("source"), (ours_t.get(name) or (None,))[0],
                 (theirs.get((name, None)) or (None,))[0])
@@ -89,7 +89,7 @@ def zoo_rows(conn, ttl_runs: list[int], ecs_runs: list[int], so_runs: list[int])
         other = [theirs[(www, s)][3] is not None for s in subnets if (www, s) in theirs]
         add("ecs_echo", e.get("value"), e.get("source"), all(mine) if mine else None,
             all(other) if other else None)
-        for name, fact in ((www, "ecs_scope_static"), (f"ecs.{ZONE}", "ecs_scope_dynamic")):
+        for name, fact in ((www, "ecs_scope_static"), (f"ecs.{zone}", "ecs_scope_dynamic")):
             d = facts.get(fact) or facts.get("ecs_scope_static") or {}
             for s in subnets:
                 doc = d.get("value")

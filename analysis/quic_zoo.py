@@ -1,6 +1,6 @@
-"""The QUIC zoo's rows of `plot zoo-table` (issue 24): per QUIC zoo server (quic-go, ngtcp2,
-quinn: testbed/zoo_quic.py) and fact, the implementation's documented default (cited in
-testbed/zoo_quic_facts.py), netsurvey's measurement (scan quic-discover: Version
+"""The QUIC zoo's rows of `plot zoo-table`: per QUIC zoo server (quic-go, ngtcp2, quinn) and
+fact, the implementation's documented default (cited; recorded in zoo_documented_default by
+`netsurvey testbed zoo-record`), netsurvey's measurement (scan quic-discover: Version
 Negotiation; scan quic: Retry, NEW_TOKEN, tickets, resumption, 0-RTT) and ngtcp2's own
 client's verdict (scan quic-second-opinion, Debian ngtcp2-client: not aioquic, which
 netsurvey's QUIC scanners use). Rows have the shape of the TLS zoo rows (analysis/tls.py
@@ -66,12 +66,13 @@ def _latest(rows, key):
 
 
 def zoo_rows(conn, discover_runs: list[int], quic_runs: list[int], so_runs: list[int]) -> list[tuple]:
-    try:
-        from testbed.zoo_quic import HOSTS
-        from testbed.zoo_quic_facts import FACTS
-    except ImportError:
+    from .zoo_documented import servers
+
+    hosts = servers(conn, "quic")     # recorded by `netsurvey testbed zoo-record`
+    facts = {h.label: h.facts for h in hosts}
+    names = [h.hostname for h in hosts if h.label in ("quicgo", "ngtcp2", "quinn")]
+    if not names:
         return []
-    names = [h.hostname for h in HOSTS if h.label in ("quicgo", "ngtcp2", "quinn")]
     vn = _latest(conn.execute(
         "SELECT run_id, hostname, vn_versions FROM quic_discovery WHERE run_id = ANY(%s) AND hostname = ANY(%s)"
         " AND port = %s AND vn_answer = 'version-negotiation'", (discover_runs, names, STOCK_PORT)).fetchall(),
@@ -92,10 +93,10 @@ def zoo_rows(conn, discover_runs: list[int], quic_runs: list[int], so_runs: list
         "SELECT run_id, hostname, port, fact, value, client FROM quic_second_opinion WHERE run_id = ANY(%s)"
         " AND hostname = ANY(%s) AND status = 'success'", (so_runs, names)).fetchall(), lambda r: (r[1], r[2]))
     rows = []
-    for h in HOSTS:
+    for h in hosts:
         if h.hostname not in names:
             continue
-        f = FACTS[h.label]
+        f = facts[h.label]
         mine_vn = [list(r[2]) for r in vn if r[1] == h.hostname]
         cs = [r for r in conns if r[1] == h.hostname]
         fresh = [r for r in cs if r[2] == STOCK_PORT and r[3] == "fresh"]

@@ -121,12 +121,24 @@ def _share_plot(ctx, xlabel, dists: dict, suffix: str, cut: int = 25) -> None:
                   [(lab, d["value"], d["sites"], d["share"]) for lab, dist in dists.items() for d in dist], suffix)
 
 
-@figure("tls-across-hostnames", sources=["model_domain_tree_edge", "model_trust_pair"], thesis="Tables 5.4, 5.5, Fig 5.5, 5.6")
+#: Table 5.6 (thesis line 1656-1658): mean full TLS handshakes to different hostnames to
+#: download two websites of a top list (trust from TLS certificates only)
+TABLE_5_6 = {"Alexa Top 100": (25.98, 25.34, 9.30), "Alexa Top 1K": (41.78, 40.04, 18.58)}
+#: the shares of full handshakes converted the text states for them (line 1654): per-hostname
+#: resumption, resumption across hostnames
+TABLE_5_6_CONVERTED = {"Alexa Top 100": ("2.5%", "64.2%"), "Alexa Top 1K": ("4.1%", "55.5%")}
+
+
+@figure("tls-across-hostnames", sources=["model_domain_tree_edge", "model_trust_pair"],
+        thesis="Tables 5.4, 5.5, 5.6, Fig 5.5, 5.6")
 def tls_across_fig(ctx: FigureContext) -> None:
-    """Full TLS handshakes per site and longest path of full handshakes, default vs resumption across hostnames."""
-    from .models.trust import tls_across_hostnames
+    """Full TLS handshakes per site and longest path of full handshakes, default vs resumption
+    across hostnames (Tables 5.4, 5.5, Fig 5.5, 5.6); NAME-5_6: two sites visited one after
+    the other, trust from certificates only (Table 5.6), ours beside the thesis's rows."""
+    from .models.trust import tls_across_hostnames, two_site_visits
 
     r = tls_across_hostnames(_sites_or_missing(ctx), two_sites=False)
+    _two_sites_table(ctx, two_site_visits(inputs.sites_db(ctx.db, "san")))
     _share_plot(ctx, "full TLS handshakes to load the site", r["distribution_full_handshakes"], "")
     _share_plot(ctx, "sequential full TLS handshakes (longest path)", r["distribution_longest_path"], "-path")
     m, lp = r["mean_full_handshakes"], r["mean_longest_path_full"]
@@ -138,6 +150,46 @@ def tls_across_fig(ctx: FigureContext) -> None:
     ctx.compare("mean full handshakes, across hostnames (Table 5.4)", 8.35, round(m["across_hostnames"], 2))
     ctx.compare("mean longest path, default (Table 5.5)", 4.04, round(lp["no_resumption"], 2))
     ctx.compare("mean longest path, across hostnames (Table 5.5)", 2.46, round(lp["across_hostnames"], 2))
+
+
+def _two_sites_table(ctx: FigureContext, two: dict) -> None:
+    """Table 5.6 as NAME-5_6.csv/.tex/.png: our pairs of sites beside the thesis's top lists."""
+    head = ["sites_visited", "pairs", "without_tls_resumption", "with_tls_resumption",
+            "with_tls_resumption_across_hostnames", "source"]
+    rows: list[list] = []
+    if two.get("pairs"):
+        rows.append(["two of our sites (every pair)", two["pairs"], round(two["mean_full_no_resumption"], 2),
+                     round(two["mean_full_per_hostname"], 2), round(two["mean_full_across"], 2), "ours"])
+    rows += [[k, None, *v, "thesis (line 1656-1658)"] for k, v in TABLE_5_6.items()]
+    ctx.write_csv(head, rows, "-5_6")
+    from .figures import latex_table
+
+    tex = ctx.out_dir / f"{ctx.name}-5_6.tex"
+    tex.write_text(latex_table(head, rows))
+    ctx.written.append(tex)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.3 * len(rows)))
+    ax.axis("off")
+    cells = [["" if c is None else (f"{c:g}" if isinstance(c, float) else str(c)) for c in r] for r in rows]
+    t = ax.table(cellText=cells, colLabels=["sites visited", "pairs", "without\nresumption", "with\nresumption",
+                                            "resumption across\nhostnames", "source"], loc="center", cellLoc="left")
+    t.auto_set_font_size(False)
+    t.set_fontsize(7)
+    t.auto_set_column_width(list(range(len(head))))
+    for j in range(len(head)):
+        t[0, j].set_height(t[0, j].get_height() * 2)
+    ax.set_title("Table 5.6: mean full TLS handshakes to different hostnames for two websites\n"
+                 "(trust relations from TLS certificates only)", fontsize=8)
+    ctx.save(fig, "-5_6")
+    if two.get("pairs"):
+        ctx.sample(two["pairs"], "pairs of sites (Table 5.6)")
+        base = two["mean_full_no_resumption"]
+        for k, (ph, ac) in TABLE_5_6_CONVERTED.items():
+            ctx.compare(f"two sites: full handshakes converted by per-hostname resumption (Table 5.6, {k}; "
+                        "line 1654)", ph, f"{1 - two['mean_full_per_hostname'] / base:.1%}" if base else None)
+            ctx.compare(f"two sites: full handshakes converted by resumption across hostnames (Table 5.6, {k}; "
+                        "line 1654)", ac, f"{1 - two['mean_full_across'] / base:.1%}" if base else None)
 
 
 @figure("shared-address-validation", sources=["model_domain_tree_edge", "model_trust_pair"], thesis="Fig 7.3, 7.4")

@@ -37,10 +37,27 @@ def ours_from_source(db, source_sql: str, params: Sequence[Any], ref: Ref) -> Op
     shares in %, quantiles/max/mean in the value's unit; None without data."""
     with db.connect() as conn:
         cols = [d.name for d in conn.execute(f"SELECT * FROM ({source_sql}) s LIMIT 0", params).description]
-        where, wparams = "", []
+        conds, wparams = [], []
         if ref.series is not None and "grp" in cols:
-            where, wparams = " WHERE grp::text = %s", [ref.series]
-        if ref.stat in _OPS:
+            conds, wparams = ["grp::text = %s"], [ref.series]
+        if ref.top is not None:
+            # a value the thesis states for a top list: over ranks 1..top, and only if our list
+            # reaches that rank (else there is no such cut to compare)
+            if "rank" not in cols:
+                return None
+            reach = conn.execute(sql.SQL("SELECT max(rank) FROM ({}) s").format(sql.SQL(source_sql)),
+                                 params).fetchone()[0]
+            if reach is None or reach < ref.top:
+                return None
+            conds.append("rank <= %s")
+            wparams.append(ref.top)
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        if ref.stat in _OPS and ref.given_gt is not None:
+            # a share "of the remaining": among the values above given_gt only
+            expr = (f"100.0 * count(*) FILTER (WHERE value {_OPS[ref.stat]} %s AND value > %s)"
+                    " / nullif(count(*) FILTER (WHERE value > %s), 0)")
+            eparams = [ref.x, ref.given_gt, ref.given_gt]
+        elif ref.stat in _OPS:
             expr = f"100.0 * count(*) FILTER (WHERE value {_OPS[ref.stat]} %s) / nullif(count(value), 0)"
             eparams = [ref.x]
         elif ref.stat == "share_null":
@@ -61,6 +78,8 @@ def ours_from_source(db, source_sql: str, params: Sequence[Any], ref: Ref) -> Op
 
 def cdf_position(ref: Ref) -> Optional[tuple[str, float, Optional[float]]]:
     """Where a reference sits on a CDF in shares 0..1: ('marker', x, y) / ('line', x, None)."""
+    if ref.given_gt is not None:
+        return None     # a share of a part of the series: not a point of its CDF
     if ref.stat in ("share_lt", "share_le") and ref.x is not None:
         return ("marker", ref.x, ref.value / 100)
     if ref.stat in ("share_gt", "share_ge") and ref.x is not None:

@@ -53,7 +53,10 @@ def tls_support(ctx: FigureContext) -> None:
 
 def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
     runs = list(ctx.runs_of_kind("tls")) if ctx.runs else _runs(ctx, "tls")
-    hint_src = "SELECT lifetime_s AS value, version AS grp FROM tls_lifetime_hint_v WHERE run_id = ANY(%s)"
+    # rank: the host's top-list rank in the run, for the values the thesis states per top list
+    hint_src = ("SELECT v.lifetime_s AS value, v.version AS grp, (SELECT min(h.rank) FROM tls_handshake h"
+                " WHERE h.run_id = v.run_id AND h.hostname = v.hostname) AS rank"
+                " FROM tls_lifetime_hint_v v WHERE v.run_id = ANY(%s)")
     measured_src = ("SELECT max_resumed_age_s AS value, mechanism || ' TLS ' || version AS grp "
                     "FROM tls_lifetime_measured_v WHERE run_id = ANY(%s)")
     cdfs = cdf(ctx.db, hint_src, (runs,))
@@ -83,9 +86,10 @@ def _hint_cdf(ctx: FigureContext, logx: bool) -> None:
         ctx.sample(c.n, f"hosts measured ({c.group})")
     ax.legend()
     ctx.write_csv(["series", "group", "lifetime_s", "cdf"], rows)
-    # values about the measured lifetimes come from the tls-lifetime run(s), the rest from the hints
+    # values about the measured lifetimes (a mechanism's series, "ticket TLS 1.2") come from the
+    # tls-lifetime run(s), the rest from the hints
     ours = {r.key: thesis_overlay.ours_from_source(ctx.db, measured_src, (lruns,), r) if lruns else None
-            for r in for_figure(ctx.name) if r.stat == "share_null"}
+            for r in for_figure(ctx.name) if r.stat == "share_null" or " TLS " in (r.series or "")}
     thesis_overlay.apply(ctx, ax, source=hint_src, params=(runs,), ours=ours)
     ctx.save(fig)
 
@@ -206,8 +210,8 @@ def tls_key_rotation(ctx: FigureContext) -> None:
 
 
 #: zoo-table facts: (fact, SQL over tls_handshake rows of one hostname, second-opinion
-#: (version, mechanism) measuring the same fact or None, the testbed zoo's ground-truth
-#: key holding the implementation's documented default (testbed/zoo.py *_FACTS))
+#: (version, mechanism) measuring the same fact or None, the key of the zoo's documented
+#: default in zoo_documented_default.fact)
 _ZOO_FACTS = [
     ("session_id_resumption_tls12", "bool_or(id_resumed) FILTER (WHERE version = '1.2')::text", ("1.2", "id"),
      "session_ids"),
@@ -231,20 +235,12 @@ _ZOO_FACTS = [
 ]
 
 
-def _documented() -> dict:
-    """hostname -> ground-truth facts of the testbed zoo (static data in testbed/zoo.py: the
-    implementation's documented or source default, with its citation); {} without it."""
-    try:
-        from testbed.zoo import _FACTS, HOSTS
-    except ImportError:
-        return {}
-    out = {h.hostname: _FACTS[h.label] for h in HOSTS}
-    try:  # TLS zoo 2 (H2O, BoringSSL, rustls: testbed/zoo2_facts.py)
-        from testbed.zoo2 import documented
-    except ImportError:
-        return out
-    out.update(documented())
-    return out
+def _documented(conn) -> dict:
+    """hostname -> documented (cited) facts of the TLS zoos' servers, from the database
+    (zoo_documented_default, written by `netsurvey testbed zoo-record`); {} if none recorded."""
+    from .zoo_documented import servers
+
+    return {s.hostname: s.facts for s in servers(conn, "tls", "tls2") if s.hostname}
 
 
 #: facts whose documented value is derived from a ground-truth entry of another shape
@@ -286,8 +282,8 @@ def _as_text(v) -> str | None:
                                 "dns_second_opinion", "quic_discovery", "quic_connection", "quic_token", "quic_ticket",
                                 "quic_second_opinion"], thesis="testbed zoo validation (no thesis counterpart)")
 def zoo_table(ctx: FigureContext) -> None:
-    """Per host and fact: the implementation's documented default (testbed zoo ground
-    truth, cited), netsurvey's measurement (scan tls) and each independent client's
+    """Per host and fact: the implementation's documented default (cited; the zoo's ground
+    truth as `netsurvey testbed zoo-record` recorded it in the database), netsurvey's measurement (scan tls) and each independent client's
     verdict (scan tls-second-opinion: gnutls-cli, testssl.sh, sslyze) where it measures the same
     fact - one row per client, or one row without a client. The DNS zoo's servers follow
     (analysis/dns_zoo.py: scan dns-ttl / dns-ecs against kdig, scan dns-second-opinion), then
@@ -323,7 +319,7 @@ def zoo_table(ctx: FigureContext) -> None:
                 " GROUP BY 1, 2, 3, 4 ORDER BY 4", (so_runs,)):
             if r is not None:
                 theirs.setdefault((h, v, m), []).append((r, client))
-    documented = _documented()
+        documented = _documented(conn)
     rows = []
     for r in ours:
         facts = documented.get(r[0], {})

@@ -172,7 +172,7 @@ def test_zoo_table_puts_the_second_opinion_next_to_ours(db, tmp_path):
 
 
 def test_zoo_table_documented_default_and_testssl(db, tmp_path):
-    """zoo-table: the documented default of a zoo host (testbed/zoo.py, cited) beside our
+    """zoo-table: the documented default of a zoo host (cited, recorded by testbed zoo-record) beside our
     value, and testssl.sh as one more client: one row per client measuring a fact."""
     with db.connect() as conn:
         tls = _run(conn, "tls")
@@ -189,6 +189,8 @@ def test_zoo_table_documented_default_and_testssl(db, tmp_path):
             conn.execute("INSERT INTO tls_second_opinion (run_id, hostname, port, version, mechanism, client, status,"
                          " resumed, lifetime_hint_s) VALUES (%s, 'gotls.zoo.test', 443, %s, %s, %s, 'success', %s, %s)",
                          (so, v, m, client, res, life))
+    r = run_cli("testbed", "zoo-record", "--json", dsn=db.dsn)     # the documented defaults, into the database
+    assert r.returncode == 0, r.stderr
     _plot(db, "zoo-table", tmp_path, tls, so)
     rows = _csv(tmp_path / "zoo-table.csv")
     by = {(r["fact"], r["second_opinion_client"]): r for r in rows}

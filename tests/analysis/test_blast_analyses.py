@@ -100,6 +100,9 @@ def test_breakdown_queue_and_head_of_line_figures(visit, tmp_path):
     comp = {c["quantity"]: c for c in ctx.notes["compare"]}
     assert comp["chromium: queue wait share of page load time (Fig 2)"]["ours"] == f"{15 / 420:.1%}"
     assert comp["chromium: queue wait share of page load time (Fig 2)"]["thesis"] == "36%"
+    # BLAST: server wait is "the same amount" as the queue wait (~5.8 s, 36%), not a derived 35%
+    server = comp["chromium: server wait share of page load time (Fig 2)"]
+    assert server["thesis"] == "~36% (the same amount as queue wait)" and "the same amount" in server["quote"]
     assert (tmp_path / "blast-load-breakdown.png").exists()
     assert ctx.notes["provenance"][0]["where"] == "testbed"   # on the figure: where and when
 

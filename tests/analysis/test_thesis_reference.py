@@ -157,9 +157,11 @@ def test_every_figure_lists_its_thesis_values(db, tmp_path):
                                              "share_under_60s_a": 25.0, "share_under_60s_aaaa": 0.0}),
         "dns-ecs-scopes": ((runs["dns-ecs"],), {"share_global_scope": 75.0, "share_scope_23_24": 25.0}),
         "tls-support": ((runs["tls"],), {"share_session_id": 75.0, "share_ticket": 50.0, "n_tls_sites": 4}),
+        # "~10% of the remaining sites" > 24 h: of the hints above 600 s (90000 s: 1 of 1)
         "tls-lifetime-hint": ((runs["tls"], runs["tls-lifetime"]), {"share_hint_le_600s": 50.0,
-                                                                    "share_hint_gt_24h": 50.0,
-                                                                    "share_ticket_not_resumed": 0.0}),
+                                                                    "share_hint_gt_24h": 100.0,
+                                                                    "share_ticket_not_resumed": 0.0,
+                                                                    "share_gt_5min_ticket": 100.0}),
         "tls-lifetime-hint-tail": ((runs["tls"],), {"share_hint_le_28h": 100.0}),
         "tls-lifetime-measured": ((runs["tls-lifetime"],), {"share_id_not_resumed": 50.0, "share_id_gt_2h": 100.0}),
         "tls-shared-groups": ((runs["tls-shared"],), {"share_not_shared": 100 / 3, "largest_group": 2.0}),
@@ -202,3 +204,44 @@ def html_escape(text: str) -> str:
     from xml.sax.saxutils import escape
 
     return escape(text)
+
+
+def _hint_run(conn, hints: dict[int, int]) -> int:
+    """A tls run: rank -> the TLS 1.2 ticket lifetime hint of host r<rank>.test."""
+    from support.figures import _run
+
+    rid = _run(conn, "tls")
+    for rank, hint in hints.items():
+        conn.execute("INSERT INTO tls_handshake (run_id, rank, hostname, port, version, status, ticket_count,"
+                     " ticket_lifetime) VALUES (%s, %s, %s, 443, '1.2', 'success', 1, %s)",
+                     (rid, rank, f"r{rank}.test", hint))
+    return rid
+
+
+def test_values_compare_with_their_own_series_and_cut(db, tmp_path):
+    """Each published value is compared with the series and population the thesis states it
+    for: 46 % / 71 % hints of five minutes per top list (Top 100K / Top 1M, thesis line 1153),
+    "~10 % of the remaining sites" above 24 h among the hints above ten minutes (line 1157),
+    "~40 % above five minutes" for IDs AND tickets (line 1164, "in both figures")."""
+    with db.connect() as conn:
+        small = _hint_run(conn, {1: 300, 2: 300, 3: 7200, 4: 300000})
+        cut = _hint_run(conn, {1: 300, 2: 7200, 100000: 300, 100001: 86400})
+    _plot(db, "tls-lifetime-hint", tmp_path / "s", small)
+    rows = {r["key"]: r for r in _csv(tmp_path / "s" / "tls-lifetime-hint-thesis.csv")}
+    # four names are neither the Top 100K nor the Top 1M: nothing to compare
+    assert rows["share_hint_300s_top100k"]["ours"] == "" and rows["share_hint_300s_top1m"]["ours"] == ""
+    # above 24 h: one of the two hints above ten minutes (of all four: 25 %)
+    assert float(rows["share_hint_gt_24h"]["ours"]) == 50.0
+    assert rows["share_hint_gt_24h"]["drawn"] == "legend"          # not a point of the CDF
+    _plot(db, "tls-lifetime-hint", tmp_path / "c", cut)
+    rows = {r["key"]: r for r in _csv(tmp_path / "c" / "tls-lifetime-hint-thesis.csv")}
+    # ranks 1..100000: 300, 7200, 300 -> 2 of 3 (rank 100001 is outside the cut)
+    assert float(rows["share_hint_300s_top100k"]["ours"]) == pytest.approx(200 / 3, abs=1e-3)
+    assert rows["share_hint_300s_top1m"]["ours"] == ""               # the list stops at rank 100001
+    # the ~40 % above five minutes is stated for both mechanisms' measured lines
+    by = {(r.figure, r.series) for r in REFERENCES if r.quote.startswith("We observe in both figures")}
+    assert by == {("tls-lifetime-measured", "id TLS 1.2"), ("tls-lifetime-measured", "ticket TLS 1.2"),
+                  ("tls-lifetime-hint", "ticket TLS 1.2")}
+    for r in REFERENCES:
+        if r.key.startswith("share_hint_300s"):
+            assert r.top == {"top100k": 100000, "top1m": 1000000}[r.key.split("_")[-1]], r.key

@@ -152,6 +152,8 @@ def test_kdig_agrees_and_zoo_table(zoo_base, labels, tmp_path):
         pytest.skip("kdig not installed (knot-dnsutils)")
     runs = {label: _scan(zoo_base, label) for label in labels}
     ids = [str(r) for x in runs.values() for r in x.values()]
+    # the documented defaults zoo-table compares with: recorded in the database
+    assert run_cli("testbed", "zoo-record", dsn=db.dsn).returncode == 0
     p = run_cli("plot", "zoo-table", *[a for r in ids for a in ("--run", r)], "--out", str(tmp_path), "--json",
                 dsn=db.dsn)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -521,6 +521,8 @@ def test_zoo_table_quic_rows(db, zoo, quinn, tmp_path):
                   "--timeout=3s")["run_id"],
             _scan(db, "quic-second-opinion", *[t for x in labels for t in _so(zoo, x)], timeout=180)["run_id"],
             _scan(db, "quic-second-opinion", *_so(zoo, "ngtcp2")[:2], "--port", str(va))["run_id"]]
+    # the documented defaults zoo-table compares with: recorded in the database
+    assert run_cli("testbed", "zoo-record", dsn=db.dsn).returncode == 0
     p = run_cli("plot", "zoo-table", *[x for r in runs for x in ("--run", str(r))], "--out", str(tmp_path),
                 dsn=db.dsn)
     assert p.returncode == 0, p.stderr

@@ -217,6 +217,8 @@ def test_zoo_second_opinion_and_zoo_table(db, zoo, tmp_path):
         assert got[(name, "1.2", "ticket")] is _fact(h, "tickets"), label
         assert got[(name, "1.3", "ticket")] is _fact(h, "tickets"), label
         assert got[(name, "1.2", "id")] is _fact(h, "session_ids"), label
+    # the documented defaults zoo-table compares with: recorded in the database
+    assert run_cli("testbed", "zoo-record", dsn=db.dsn).returncode == 0
     p = run_cli("plot", "zoo-table", "--run", str(ours), "--run", str(theirs), "--out", str(tmp_path), dsn=db.dsn)
     assert p.returncode == 0, p.stderr
     import csv
@@ -317,6 +319,8 @@ def test_zoo_sslyze_second_opinion_and_zoo_table(db, zoo, tmp_path):
         assert (status, err) == ("success", None), (label, err)
         assert early is (_fact(h, "tls13_max_early_data") is not None), label
         assert conns >= 15, (label, conns)   # 19 (Go, lighttpd: no session IDs, one connection an ID attempt) to 25
+    # the documented defaults zoo-table compares with: recorded in the database
+    assert run_cli("testbed", "zoo-record", dsn=db.dsn).returncode == 0
     p = run_cli("plot", "zoo-table", "--run", str(ours), "--run", str(theirs), "--out", str(tmp_path), dsn=db.dsn)
     assert p.returncode == 0, p.stderr
     import csv

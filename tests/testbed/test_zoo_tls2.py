@@ -319,6 +319,8 @@ def test_zoo2_second_opinion_and_zoo_table(db, zoo2, tmp_path):
                     "tls-second-opinion", "--port", str(port), *targets, "--json", dsn=db.dsn, timeout=180)
         assert p.returncode == 0, p.stderr[-2000:]
         runs.append(json.loads(p.stdout.strip().splitlines()[-1])["run_id"])
+    # the documented defaults zoo-table compares with: recorded in the database
+    assert run_cli("testbed", "zoo-record", dsn=db.dsn).returncode == 0
     p = run_cli("plot", "zoo-table", *[x for r in runs for x in ("--run", str(r))], "--out", str(tmp_path), dsn=db.dsn)
     assert p.returncode == 0, p.stderr
     with (tmp_path / "zoo-table.csv").open(newline="") as fh:
