@@ -15,6 +15,7 @@ from netsurvey.errors import UsageError
 from netsurvey.options import json_option
 
 from .model import DEFAULT_TESTBED_CONFIG, load_testbed_config
+from .zoo_record import ZOOS
 
 testbed_app = typer.Typer(no_args_is_help=True,
                           help="A mini-Internet of real servers in network namespaces (needs root).")
@@ -289,13 +290,46 @@ def down_cmd() -> None:
     down(log=lambda m: err.print(m))
 
 
+_ZOO_HELP = "Only this zoo: " + ", ".join(f"{name} ({what})" for name, what in ZOOS.items()) \
+    + " (repeatable; default: every zoo)."
+
+
+@testbed_app.command("zoo-record")
+def zoo_record(zoo: List[str] = typer.Option([], "--zoo", help=_ZOO_HELP),
+               as_json: bool = json_option(help="Print rows written per zoo as JSON.")) -> None:
+    """Write the documented (cited) default of every fact of every zoo server into the
+    database (table zoo_documented_default), replacing what an earlier run wrote. `plot
+    zoo-table` reads them from there. Needs neither root nor a running zoo."""
+    from netsurvey.clictx import migrated_db
+
+    from .zoo_record import record
+
+    bad = [z for z in zoo if z not in ZOOS]
+    if bad:
+        raise UsageError(f"--zoo: unknown zoo {bad[0]!r} (use {', '.join(ZOOS)})")
+    counts = record(migrated_db(), tuple(dict.fromkeys(zoo)) or tuple(ZOOS))
+    if as_json:
+        print(json.dumps({"rows": counts}))
+    else:
+        print(", ".join(f"{k}: {n} facts" for k, n in counts.items()))
+
+
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     app.add_typer(testbed_app, name="testbed")
 
 
 def demo_steps():
-    """The demo's testbed step (netsurvey/plugins.py)."""
-    return [(10, "testbed", _step_testbed)]
+    """The demo's testbed step, then the zoos' documented defaults into the demo's database
+    (so the report's zoo table shows them beside the measurements) (netsurvey/plugins.py)."""
+    return [(10, "testbed", _step_testbed), (11, "zoo documented defaults (testbed zoo-record)", _step_zoo_record)]
+
+
+def _step_zoo_record(state, out) -> str:
+    from .zoo_record import record
+
+    state.db.migrate()
+    counts = record(state.db)
+    return ", ".join(f"{k}: {n} facts" for k, n in counts.items())
 
 
 def _step_testbed(state, out) -> str:

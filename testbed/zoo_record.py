@@ -1,4 +1,4 @@
-"""Collect the zoos' cited facts (testbed ground truth) and write them to
+"""`netsurvey testbed zoo-record`: collect the zoos' cited facts (testbed ground truth) and write them to
 ``zoo_documented_default``: one row per (zoo, server, fact), replacing the zoo's old rows."""
 from __future__ import annotations
 
