@@ -72,7 +72,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from netsurvey.clictx import list_db, migrated_db, open_scan, state
         from netsurvey.etiquette import TargetPolicy
-        from netsurvey.targets import select_targets
+        from netsurvey.selection import TargetSelection
 
         from .pageload import PageLoadOptions, run_pageload
         from .store import VisitStore
@@ -88,7 +88,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from netsurvey.resolve import system_resolver
 
         system_resolver()   # the browser and the checks below resolve through resolv.conf's resolver
-        listed = [f"https://{t.hostname}/" for t in select_targets(db, list_name, top)] if list_name else []
+        listed = [f"https://{t.hostname}/" for t in TargetSelection(list_name, top).items(None, required=False)]
         from . import pages as page_policy
 
         pages = page_policy.judge(listed, policy)

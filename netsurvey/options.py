@@ -5,7 +5,8 @@ thing, with the same unit, bounds and parser, in every command.
 Groups:
 
 - targets: ``--list``, ``--top``, ``--target``, ``--port``, ``--ipv6/--no-ipv6``
-  (:func:`check_targets` applies the rules they share);
+  (:func:`check_targets` applies the rules they share; :mod:`netsurvey.selection` builds
+  the targets from them, the one builder every measurement uses);
 - probing: ``--timeout`` and ``--deadline`` as durations (``5``, ``5s``, ``500ms``, ``2m``),
   ``--concurrency`` (at least 1), ``--rate`` (packets per second, > 0, may only lower
   ``etiquette.rate_pps``);

@@ -124,14 +124,18 @@ from typing import List
 
 import typer
 
-from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, timeout_option
+from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
 COLUMNS = [("run_id", "int8"), ("address", "inet"), ("port", "int4"), ("status", "text"),
            ("error", "text"), ("connect_ms", "float8")]
+
+#: --target ADDRESS:PORT (an IPv6 address in brackets), read by the core's one target parser;
+#: no default port, so the port must be given.
+TARGETS = TargetSpelling("ADDRESS:PORT", names=False, addresses=True, ports=True)
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -148,7 +152,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         from .scanner import Options, {{PKG}}Scanner
 
-        targets = [_target(t) for t in target]
+        targets = [parse_target(t, TARGETS, None) for t in target]
         ctx = open_scan({"targets": list(target), "timeout_s": timeout_s}, targets=targets,
                         concurrency=concurrency)
         scanner = {{PKG}}Scanner()
@@ -159,15 +163,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 o.result.connect_ms if o.result else None)), concurrency=concurrency, show_progress=False))
         ctx.counts.update(counts)   # the run path ends the run with these counts
         print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
-
-    def _target(text: str):
-        from netsurvey.scanning import ScanTarget
-
-        host, _, port = text.rpartition(":")
-        try:
-            return ScanTarget(None, str(ipaddress.ip_address(host.strip("[]"))), int(port))
-        except ValueError:
-            raise UsageError(f"--target {text!r}: expected ADDRESS:PORT") from None
 '''
 
 _PROMISES = '''"""How the promise matrix (tests/promises/test_promises.py) aims {{NAME}} at the testbed:

@@ -58,24 +58,27 @@ class ScanTarget:
 
 
 class NameStream:
-    """A list's names as ScanTargets (no address yet) followed by ``extra`` ones, read as
-    the scan goes (issue 26): ``names`` is a :class:`~netsurvey.targets.TargetStream`
-    (server-side cursor, counted in SQL), so only ``extra`` (names given on the command
-    line) is held. ``len()`` is counted, never iterated; the dry-run plan reads it with
+    """A list's names as ScanTargets (no address yet) followed (with ``extra_first``:
+    preceded) by ``extra`` ones, read as the scan goes (issue 26): ``names`` is a
+    :class:`~netsurvey.targets.TargetStream` (server-side cursor, counted in SQL), so only
+    ``extra`` (names given on the command line) is held. ``len()`` is counted, never iterated; the dry-run plan reads it with
     :meth:`plan_view` / :meth:`addressed` (nothing contacted)."""
 
-    def __init__(self, names, port: int, extra: Sequence[ScanTarget] = ()):
-        self.names, self.port, self.extra = names, port, _own_shard(extra)
+    def __init__(self, names, port: int, extra: Sequence[ScanTarget] = (), *, extra_first: bool = False):
+        self.names, self.port, self.extra, self.extra_first = names, port, _own_shard(extra), extra_first
 
     def __len__(self) -> int:
         return (len(self.names) if self.names is not None else 0) + len(self.extra)
 
     def __iter__(self) -> Iterator[ScanTarget]:
         port = self.port
+        if self.extra_first:
+            yield from self.extra
         if self.names is not None:
             for t in self.names:
                 yield ScanTarget(t.hostname, None, port, t.rank)
-        yield from self.extra
+        if not self.extra_first:
+            yield from self.extra
 
     def plan_view(self) -> "NameStream":
         return self

@@ -14,9 +14,10 @@ from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, list_option, rate_option, timeout_option, top_option
+from netsurvey.selection import TargetSelection
 
 from . import promises
-from .options import check_allowed as _check_allowed, default_resolver, parse_server, targets_from_options as _targets
+from .options import NAMES, check_allowed as _check_allowed, default_resolver, parse_server
 
 out = Console()
 
@@ -105,7 +106,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ns = parse_server(nameserver) if nameserver else None
         _check_allowed("--nameserver" if ns else "--resolver", (ns or res)[0])  # type: ignore[index]  # one is set
         eng = _engine_options(ns_qps, retries, timeout)
-        targets = _targets(list_name, top, names)
+        targets = TargetSelection(list_name, top, tuple(names), 53).items(NAMES)
         opts = TtlOptions(resolver=res, nameserver=ns, family=family, qtypes=types,
                           edns_payload=edns_payload or None, engine=eng)
         params = {"list": list_name, "top": top, "names": names, "resolver": resolver and list(res),  # type: ignore[arg-type]  # --resolver: parsed
@@ -164,7 +165,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 raise UsageError("--backend zdns takes exactly one --subnet (zdns has one global client subnet)")
         _check_allowed("--resolver", res[0])
         eng = _engine_options(ns_qps, retries, timeout)
-        targets = _targets(list_name, top, names)
+        targets = TargetSelection(list_name, top, tuple(names), 53).items(NAMES)
         opts = EcsOptions(resolver=res, subnets=tuple(nets), qtype=qt, engine=eng)
         params = {"list": list_name, "top": top, "names": names, "resolver": list(res),
                   "subnets": [str(n) for n in nets], "type": qt, "concurrency": concurrency, "rate": rate,

@@ -165,13 +165,15 @@ def register(scan_app) -> None:
         """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
+        from netsurvey.selection import TargetSelection
 
-        from .options import check_allowed as _check_allowed, parse_server, targets_from_options as _targets
+        from .options import NAMES, check_allowed as _check_allowed, parse_server
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):
             raise UsageError("--type must be A or AAAA")
-        hosts = [t.hostname for t in _targets(list_name, top, names)]
+        selected = TargetSelection(list_name, top, tuple(names), 53).items(NAMES)
+        hosts: list[str] = [t.hostname for t in selected]  # type: ignore[misc]  # NAMES: every one a name
         nets = []
         for s in subnets:
             try:

@@ -1,11 +1,11 @@
 """Options shared by the DNS commands (scan dns-ttl, dns-ecs, dns-second-opinion): server
-addresses, the target list, the etiquette check of a server given on the command line."""
+addresses, how --name is spelled, the etiquette check of a server given on the command line."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Optional
 
 from netsurvey.errors import UsageError
+from netsurvey.selection import TargetSpelling
 
 
 def parse_server(text: str, default_port: int = 53) -> tuple[str, int]:
@@ -40,25 +40,10 @@ def default_resolver() -> tuple[str, int]:
     return parse_server(ns[0])  # type: ignore[arg-type]  # from resolv.conf: an address (str)
 
 
-def targets_from_options(list_name: Optional[str], top: Optional[int], names: list[str]):
-    """The list's names (streamed from the database while the scan reads them, counted in
-    SQL: issue 26) followed by the --name ones, as a :class:`~netsurvey.scanning.NameStream`
-    of port-53 ScanTargets. In a shard: only the shard's names."""
-    from netsurvey.clictx import list_db
-    from netsurvey.options import check_targets
-    from netsurvey.scanning import NameStream, ScanTarget
-    from netsurvey.targets import normalize_hostname, stream_targets
-
-    check_targets(list_name, top, names, what="--name HOSTNAME")
-    listed = stream_targets(list_db(), list_name, top) if list_name else None
-    extra = []
-    for n in names:
-        try:
-            h = normalize_hostname(n)
-        except ValueError as exc:
-            raise UsageError(f"--name {n!r}: {exc}") from None
-        extra.append(ScanTarget(h, None, 53, None))
-    return NameStream(listed, 53, extra)   # in a shard: NameStream keeps only the shard's own names
+#: The DNS commands' targets: the list's names (streamed from the database while the scan
+#: reads them, counted in SQL) followed by the --name ones, port 53, never resolved (the
+#: names are what is asked): ``TargetSelection(list, top, names, 53).items(NAMES)``.
+NAMES = TargetSpelling("HOSTNAME", option="--name")
 
 
 def check_allowed(option: str, address: str) -> None:

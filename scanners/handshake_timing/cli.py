@@ -1,7 +1,6 @@
 """`netsurvey scan handshake-timing`: the declaration (its options are its CLI) and the output."""
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 from typing import List, Optional
@@ -11,7 +10,8 @@ import typer
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import check_targets, list_option, target_option, timeout_option, top_option
+from netsurvey.options import list_option, target_option, timeout_option, top_option
+from netsurvey.selection import TargetSelection, TargetSpelling, resolved_list
 
 from . import promises
 
@@ -42,42 +42,9 @@ def _server_pids(items: List[str]) -> dict:
     return out
 
 
-def _targets(list_name: Optional[str], top: Optional[int], specs: List[str], port: int):
-    """ScanTargets from --target ADDRESS | HOST=ADDRESS | HOST and --list/--top (names are
-    resolved through the resolver: no packet to a target before open_scan)."""
-    from netsurvey.scanning import ScanTarget
-
-    check_targets(list_name, top, specs, what="--target ADDRESS or HOST=ADDRESS")
-    names: list[tuple[Optional[int], str]]
-    fixed, names = [], []
-    for spec in specs:
-        host, eq, addr = spec.partition("=")
-        try:
-            if eq:
-                fixed.append(ScanTarget(host.strip().lower(), str(ipaddress.ip_address(addr.strip("[] "))), port))
-            else:
-                fixed.append(ScanTarget(None, str(ipaddress.ip_address(spec.strip("[] "))), port))
-            continue
-        except ValueError:
-            if eq:
-                raise UsageError(f"--target {spec!r}: {addr!r} is not an IP address") from None
-        if not host or " " in host:
-            raise UsageError(f"--target {spec!r}: expected ADDRESS, HOST=ADDRESS or HOST")
-        names.append((None, host.strip().lower()))
-    if list_name:
-        from netsurvey.clictx import list_db
-        from netsurvey.targets import select_targets
-
-        names += [(t.rank, t.hostname) for t in select_targets(list_db(), list_name, top)]
-    if names:
-        from netsurvey.resolve import resolve_many
-
-        res = asyncio.run(resolve_many([h for _, h in names], ipv6=True))
-        for rank, h in names:
-            r = res.get(h)
-            addrs = [*(r.ipv4 if r else ()), *(r.ipv6 if r else ())]
-            fixed.append(ScanTarget(h, addrs[0] if addrs else None, port, rank))
-    return fixed
+#: How --target is spelled here: ADDRESS, HOST=ADDRESS or HOST (a name: its first A,
+#: else AAAA, address; resolved before open_scan, through the resolver: no packet to a target).
+TARGETS = TargetSpelling("ADDRESS or HOST=ADDRESS", names=True, pair="=", addresses=True)
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -117,7 +84,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             if not 0 < p < 65536:
                 raise UsageError(f"{n} must be 1..65535")
         pids = _server_pids(server_pid)
-        targets = _targets(list_name, top, target, tls_port)
+        targets = resolved_list(TargetSelection(list_name, top, tuple(target), tls_port)
+                                .resolving(TARGETS, first=True, targets_first=True))
         params = {"targets": list(target), "list": list_name, "top": top, "methods": list(ms), "samples": samples,
                   "tcp_port": tcp_port, "tls_port": tls_port, "quic_port": quic_port, "sni": sni,
                   "server_pids": pids, "link_rtt_ms": link_rtt_ms, "timeout_s": timeout_s}

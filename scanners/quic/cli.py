@@ -2,21 +2,18 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
-import re
-from typing import Optional
+from typing import Iterable, Optional
 
 import typer
 from rich.console import Console
 
-from netsurvey.clictx import list_db, open_scan
+from netsurvey.clictx import open_scan
 from netsurvey.errors import UsageError
 from netsurvey.etiquette import user_agent
 from netsurvey.measure import measurement
 from netsurvey.options import (
-    check_targets,
     concurrency_option,
     duration_option,
     json_option,
@@ -28,110 +25,19 @@ from netsurvey.options import (
     top_option,
 )
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
+from netsurvey.selection import (
+    TargetSelection,
+    TargetSpelling,
+    network_targets,
+    resolved_list,
+    responders,
+)
 
 from . import promises
 
-_TARGET = re.compile(r"^(?:(?P<host>[A-Za-z0-9_.-]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<addr>[^:@\[\]]+|[0-9a-fA-F:]+))"
-                     r"(?::(?P<port>\d+))?$")
-
-
-
-def parse_target(text: str, default_port: int) -> tuple[Optional[str], Optional[str], int]:
-    """'[HOST@]ADDRESS[:PORT]' (IPv6 in brackets when a port is given) or a hostname ->
-    (hostname, address or None, port)."""
-    raw = text.strip()
-    try:
-        ipaddress.ip_address(raw)
-        return None, raw, default_port
-    except ValueError:
-        pass
-    m = _TARGET.match(raw)
-    if not m:
-        raise UsageError(f"--target: cannot parse {text!r} (use [HOST@]ADDRESS[:PORT] or HOST)")
-    host, addr, port = m.group("host"), m.group("v6") or m.group("addr"), m.group("port")
-    port_n = int(port) if port else default_port
-    if not 0 < port_n < 65536:
-        raise UsageError(f"--target: bad port in {text!r}")
-    try:
-        ipaddress.ip_address(addr)
-    except ValueError:
-        if host is None and port is None:  # a bare hostname
-            from netsurvey.targets import normalize_hostname
-
-            try:
-                return normalize_hostname(addr), None, default_port
-            except ValueError as exc:
-                raise UsageError(f"--target: {text!r}: {exc}") from None
-        raise UsageError(f"--target: {addr!r} is not an IP address") from None
-    return host, addr, port_n
-
-
-def _target_stream(list_name: Optional[str], top: Optional[int], target: list[str], port: int):
-    """The list (A and AAAA) and --target entries as a stream of ScanTargets, one per
-    address (issue 26): the list's names are read from the database and resolved batch by
-    batch while the scan goes; a name without addresses goes to the stream's ``on_failed``
-    (stored as resolution-failed). A dry run's plan resolves them the same way (the
-    resolver is asked, no target contacted) to judge their addresses."""
-    from netsurvey.scanning import NameStream, ResolvingStream
-    from netsurvey.targets import stream_targets
-
-    check_targets(list_name, top, target, what="--target [HOST@]ADDRESS[:PORT] or HOST")
-    extra = [ScanTarget(host, addr, p, None) for host, addr, p in (parse_target(spec, port) for spec in target)]
-    listed = stream_targets(list_db(), list_name, top) if list_name else None
-    if listed is not None or any(t.address is None for t in extra):
-        from netsurvey.resolve import system_resolver
-
-        system_resolver()   # a resolver off the machine is bad input now, not at the first batch (run opened)
-    return ResolvingStream(NameStream(listed, port, extra), _resolve_batch)
-
-
-def _resolve_batch(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-    """Every A and AAAA address of each name (each target keeps its own port); a name
-    without one fails with the resolver's reason (nxdomain, servfail, timeout, ...)."""
-    from netsurvey.resolve import resolve_many
-
-    res = asyncio.run(resolve_many([t.hostname for t in batch]))  # type: ignore[misc]  # a list's names
-    out, failed = [], []
-    for t in batch:
-        addrs = res[t.hostname].addresses  # type: ignore[index]  # (as above)
-        if not addrs:
-            failed.append(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, res[t.hostname].error or "no address"))  # type: ignore[index]  # (as above)
-        out += [ScanTarget(t.hostname, a, t.port, t.rank) for a in addrs]
-    return out, failed
-
-
-def _targets(list_name: Optional[str], top: Optional[int], target: list[str], port: int) -> list[ScanTarget]:
-    """:func:`_target_stream` as a list (quic-turnover keeps its targets in the run's
-    parameters for --resume); a name without addresses is a target with address None."""
-    stream = _target_stream(list_name, top, target, port)
-    out: list[ScanTarget] = []
-    stream.on_failed = lambda o: out.append(o.target)
-    for t in stream:
-        out.append(t)
-    return out
-
-
-def _network_targets(cidr: str, port: int, zmap: bool):
-    """Every address of ``cidr`` (at most a /16), without hostnames; with ``zmap`` only the
-    policy is checked here (the addresses come from zmap later: the network, for the plan)."""
-    import ipaddress
-
-    try:
-        net = ipaddress.ip_network(cidr, strict=False)
-    except ValueError as exc:
-        raise UsageError(f"--cidr: {exc}") from None
-    if zmap:
-        from netsurvey.clictx import state
-        from netsurvey.etiquette import TargetPolicy
-        from netsurvey.zmap import check_discoverable
-
-        check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))
-        from netsurvey.zmap import ZmapRange
-
-        return ZmapRange(cidr, port)
-    if net.num_addresses > 1 << 16:
-        raise UsageError("--cidr: at most a /16 without --zmap")
-    return [ScanTarget(None, str(a), port, None) for a in net]
+#: How the QUIC commands' --target values are spelled: [HOST@]ADDRESS[:PORT] (IPv6 in
+#: brackets when a port is given) or a hostname (resolved: every A and AAAA address).
+TARGETS = TargetSpelling("[HOST@]ADDRESS[:PORT] or HOST", names=True, pair="@", addresses=True, ports=True)
 
 
 def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanTarget], dict]:
@@ -142,7 +48,7 @@ def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanT
     from .vn import CID_LEN, build_probe
 
     found = zmap_discover(cidr, port, ctx.policy, rate=rate, udp_payload=build_probe(b"\x5a" * CID_LEN, b"\xa5" * CID_LEN))
-    return [ScanTarget(None, a, port, None) for a in found.open], {"zmap-sent": found.sent,
+    return responders(found.open, port), {"zmap-sent": found.sent,
                                                                    "zmap-answered": len(found.open),
                                                                    "blocked": found.blocked}
 
@@ -155,7 +61,7 @@ def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None
         Console().print(f"run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
-def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, as_json: bool) -> dict:
+def _run(scanner, targets: Iterable[ScanTarget], store, store_fn, concurrency: int, as_json: bool) -> dict:
     """Run the scan, store every outcome, close the writers (the run path ends the run:
     failed, or cancelled on Ctrl-C, if anything raises)."""
     logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
@@ -167,7 +73,7 @@ def _run(scanner, targets: list[ScanTarget], store, store_fn, concurrency: int, 
     return counts
 
 
-def _run_inner(scanner, targets: list[ScanTarget], store_fn, concurrency: int, as_json: bool) -> dict:
+def _run_inner(scanner, targets: Iterable[ScanTarget], store_fn, concurrency: int, as_json: bool) -> dict:
     counts: dict[str, int] = {}
 
     def store(o: ScanOutcome) -> None:
@@ -211,11 +117,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if cidr is not None:
             if list_name or target:
                 raise UsageError("give --cidr or --list/--target, not both")
-            targets = _network_targets(cidr, port, zmap)
+            targets = network_targets(cidr, port, zmap=zmap, most=1 << 16,
+                                      too_many="--cidr: at most a /16 without --zmap")
         elif zmap:
             raise UsageError("--zmap needs --cidr")
         else:
-            targets = _target_stream(list_name, top, target, port)
+            targets = TargetSelection(list_name, top, tuple(target), port).resolving(TARGETS)
         ctx = open_scan({"list": list_name, "top": top, "target": target, "port": port,
                                           "timeout_s": timeout_s, "cidr": cidr, "zmap": zmap},
                         packages=("aioquic", "dnspython"), targets=targets, concurrency=concurrency,
@@ -243,7 +150,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         from .store import QuicStore
 
         timeout_s = timeout
-        targets = _target_stream(list_name, top, target, port)
+        targets = TargetSelection(list_name, top, tuple(target), port).resolving(TARGETS)
         ctx = open_scan({"list": list_name, "top": top, "target": target, "port": port,
                                  "timeout_s": timeout_s, "resume": resume}, packages=("aioquic",),
                         targets=targets, concurrency=concurrency)
@@ -297,8 +204,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         if is_dry_run():   # the plan resolves the names as the run will: records a cancelled run, ends here
             open_scan({"query": query}, packages=("aioquic",),
-                      targets=_target_stream(list_name, top, target, port), concurrency=concurrency)
-        targets = _targets(list_name, top, target, port)
+                      targets=TargetSelection(list_name, top, tuple(target), port).resolving(TARGETS),
+                      concurrency=concurrency)
+        targets = resolved_list(TargetSelection(list_name, top, tuple(target), port).resolving(TARGETS))  # kept for --resume
         from netsurvey.agesearch import default_slots
 
         slots = sessions or default_slots(int(duration_s / every_s + 1e-9))

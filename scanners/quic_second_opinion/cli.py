@@ -12,11 +12,15 @@ import typer
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
+from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
 COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("client", "text"),
            ("fact", "text"), ("value", "text"), ("status", "text"), ("error", "text")]
+
+#: HOST=ADDRESS only: HOST (a DNS name) becomes the client's URI (SNI).
+TARGETS = TargetSpelling("HOST=ADDRESS (HOST a DNS name)", names=False, pair="=")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -43,7 +47,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("--timeout must be positive, --concurrency at least 1, --port 1..65535")
         if not os.access(CLIENT, os.X_OK):
             raise UsageError(f"{CLIENT} not found (Debian ngtcp2-client; scripts/install.sh installs it)")
-        targets = [_target(t, port) for t in target]
+        targets = [parse_target(t, TARGETS, port) for t in target]
         ctx = open_scan({"targets": list(target), "port": port, "timeout_s": timeout_s},
                         targets=targets, concurrency=concurrency)
         scanner = QuicSecondOpinionScanner()
@@ -65,20 +69,6 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
         else:
             print(f"quic-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-
-
-def _target(text: str, port: int):
-    from netsurvey.scanning import ScanTarget
-    from netsurvey.targets import normalize_hostname
-
-    host, sep, addr = text.partition("=")
-    try:
-        if not sep or not host.strip():
-            raise ValueError
-        name = normalize_hostname(host)   # it becomes the client's URI (SNI)
-        return ScanTarget(name, str(ipaddress.ip_address(addr.strip())), port)
-    except ValueError:
-        raise UsageError(f"--target {text!r}: expected HOST=ADDRESS (HOST a DNS name)") from None
 
 
 def _client_version() -> str:

@@ -13,8 +13,7 @@ from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import duration_option, json_option, list_option, port_option, rate_option, top_option
-from netsurvey.scanning import ScanTarget
-from netsurvey.targets import select_targets
+from netsurvey.selection import TargetSelection, network_targets, responders
 
 from . import promises
 
@@ -69,11 +68,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print the run summary as JSON."),
     ) -> None:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
-        from netsurvey.scanning import NameStream
-        from netsurvey.targets import stream_targets
-
         from .scanner import TfoOptions
-        from .survey import ResolvingStream, new_seed, support_scan
+        from .survey import new_seed, support_scan
 
         _check_common(port, rate, cooldown)
         if (list_name is None) == (cidr is None):
@@ -83,37 +79,20 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if not 1 <= senders <= 64:
             raise UsageError("--senders must be between 1 and 64")
         ns = _nameservers(nameserver)
-        if cidr is not None:
-            try:
-                net = ipaddress.ip_network(cidr, strict=False)
-            except ValueError as exc:
-                raise UsageError(f"--cidr: {exc}") from None
-            if net.num_addresses > 1 << 24:
-                raise UsageError("--cidr: at most a /8 (IPv4) per run")
-            if zmap:   # the plan's: the probed targets come from zmap
-                from netsurvey.zmap import ZmapRange
-
-                targets: Any = ZmapRange(cidr, port)   # the plan's view of the range
-            else:
-                targets = [ScanTarget(None, str(a), port) for a in net]
-            failed: list = []
+        if cidr is not None:   # with --zmap the plan's view of the range: the probed targets come from zmap
+            targets: Any = network_targets(cidr, port, zmap=zmap, most=1 << 24, most_with_zmap=True,
+                                           too_many="--cidr: at most a /8 (IPv4) per run")
         elif zmap:
             raise UsageError("--zmap needs --cidr (hostnames are resolved and probed directly)")
-        else:
-            db = list_db()   # streamed: read and resolved batch by batch while probing (issue 26)
-            targets = ResolvingStream(NameStream(stream_targets(db, list_name, top), port), port, all_addresses, ns)  # type: ignore[assignment, arg-type]  # a stream; --list given
-            failed = []
+        else:   # streamed: read and resolved batch by batch while probing (issue 26)
+            targets = TargetSelection(list_name, top, port=port, ipv6=all_addresses).resolving(
+                None, first=not all_addresses, nameservers=ns)
+        failed: list = []
         seed = new_seed() if seed is None else seed & (2**64 - 1)
         params = dict(list=list_name, top=top, cidr=cidr, port=port, rate=rate, all_addresses=all_addresses,
                       experimental=experimental, cooldown=cooldown, seed=seed, kernel_check=kernel_sample,
                       senders=senders)
         params["zmap"] = zmap
-        if zmap:   # bad input fails before a run is recorded
-            from netsurvey.clictx import state
-            from netsurvey.etiquette import TargetPolicy
-            from netsurvey.zmap import check_discoverable
-
-            check_discoverable(cidr, TargetPolicy.from_config(state.config.etiquette))  # type: ignore[arg-type]  # --zmap needs --cidr
         # --rate may only lower etiquette.rate_pps (0 = as fast as the etiquette allows);
         # the engine paces by the run's effective rate (divided among shards)
         ctx = open_scan(params, targets=targets, rate_pps=rate or None)
@@ -123,7 +102,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             from netsurvey.zmap import zmap_discover
 
             found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)  # type: ignore[arg-type]  # --zmap needs --cidr
-            targets = [ScanTarget(None, a, port) for a in found.open]
+            targets = responders(found.open, port)
         counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
                               kernel_sample=kernel_sample, show_progress=not as_json)
         if found is not None:   # what zmap did, kept with the run's counts
@@ -189,7 +168,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             secs = interval
             _check_common(port, rate, cooldown)
             ns = _nameservers(nameserver)
-            chosen = select_targets(db, list_name, top)
+            chosen = [Target(t.rank, t.hostname)  # type: ignore[arg-type]  # a list's names
+                      for t in TargetSelection(list_name, top, port=port).items(None)]
             if support_run is not None:
                 with db.connect() as conn:
                     ok = {h for (h,) in conn.execute(
@@ -233,7 +213,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         """Do a hostname's addresses accept each other's cookies? SYN+data with A's cookie to B (and A)."""
         import asyncio
 
-        from netsurvey.resolve import resolve_many
+        from netsurvey.selection import resolve_names
 
         from .scanner import TfoOptions
         from .survey import new_seed, reuse_scan, reuse_targets
@@ -247,9 +227,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
             represent_cli(db, cookies_from, port, rate, cooldown, seed, as_json, _print)
             return
-        chosen = select_targets(db, list_name, top)  # type: ignore[arg-type]  # --list given (no --cookies-from)
-        res = asyncio.run(resolve_many([t.hostname for t in chosen], ipv6=ipv6, nameservers=_nameservers(nameserver)))
-        addresses = {t.hostname: list(res[t.hostname].addresses) for t in chosen}
+        chosen = list(TargetSelection(list_name, top, port=port, ipv6=ipv6).items(None))
+        resolved, _ = asyncio.run(resolve_names(chosen, ipv6=ipv6, nameservers=_nameservers(nameserver)))
+        addresses: dict[str, list[str]] = {t.hostname: [] for t in chosen}  # type: ignore[misc]  # a list's names
+        for t in resolved:
+            addresses[t.hostname].append(t.address)  # type: ignore[index, arg-type]  # (as above), resolved
         if lb_run is not None:
             with db.connect() as conn:
                 for h, a in conn.execute("SELECT DISTINCT hostname, host(address) FROM tfo_probe WHERE run_id=%s "

@@ -79,7 +79,7 @@ class TfoScanner(Scanner):
     #: Targets per engine run: a stream is probed chunk by chunk (issue 26: one engine
     #: run over a 1M-name list held a slot, an index list and a flag per target). Each
     #: chunk waits ``cooldown`` for late replies before the next starts (while the next
-    #: names are resolved: survey.ResolvingStream).
+    #: names are resolved: the core's ResolvingStream, netsurvey.selection).
     chunk: int = 10_000
     #: The engine sends one SYN per address of a chunk, paced by the global rate: the
     #: names need no interleaving by address (run_scan would hold a window of them).

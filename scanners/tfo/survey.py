@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
 from netsurvey import scanning
-from netsurvey.resolve import resolve_many
 from netsurvey.scanning import ScanContext, ScanOutcome, ScanStatus, ScanTarget, run_scan
+from netsurvey.selection import resolve_names
 from netsurvey.targets import Target
 from netsurvey.writer import ResultWriter
 
@@ -33,35 +33,17 @@ def new_seed() -> int:
 def resolve_targets(targets: Sequence[Target], port: int, all_addresses: bool,
                     nameservers: Optional[list[str]] = None) -> tuple[list[ScanTarget], list[ScanOutcome]]:
     """Hostnames -> ScanTargets (first A address, or every A and AAAA address) and
-    RESOLUTION_FAILED outcomes for names without one."""
-    res = asyncio.run(resolve_many([t.hostname for t in targets], ipv6=all_addresses, nameservers=nameservers))
-    out, failed = [], []
-    for t in targets:
-        r = res[t.hostname]
-        addrs = r.addresses if all_addresses else r.ipv4[:1]
-        if not addrs:
-            err = r.error or "no-address"
-            failed.append(ScanOutcome(ScanTarget(t.hostname, None, port, t.rank), ScanStatus.RESOLUTION_FAILED, None, err))
-        for a in addrs:
-            out.append(ScanTarget(t.hostname, a, port, t.rank))
-    return out, failed
-
-
-class ResolvingStream(scanning.ResolvingStream):
-    """The list's names -> ScanTargets as the scan reads them (the core's
-    :class:`~netsurvey.scanning.ResolvingStream`), with TFO's choice of addresses: the first
-    A address, or every A and AAAA address (``all_addresses``)."""
-
-    def __init__(self, names: Iterable[ScanTarget], port: int, all_addresses: bool,
-                 nameservers: Optional[list[str]] = None):
-        super().__init__(names, lambda batch: resolve_targets(batch, port, all_addresses, nameservers))  # type: ignore[arg-type]  # the names' ScanTargets: a hostname and rank, as Targets
+    RESOLUTION_FAILED outcomes for names without one: TFO's choice of addresses, as its
+    support scan's stream resolves its batches (:func:`netsurvey.selection.resolve_names`)."""
+    names = [ScanTarget(t.hostname, None, port, t.rank) for t in targets]
+    return asyncio.run(resolve_names(names, ipv6=all_addresses, first=not all_addresses, nameservers=nameservers))
 
 
 def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget], failed: Sequence[ScanOutcome],
                 round_no: int, *, show_progress: bool = True,
                 on_outcome: Optional[Callable[[ScanOutcome], None]] = None) -> dict[str, int]:
     """Probe ``targets`` once (policy checked by run_scan) and store every outcome (a
-    :class:`ResolvingStream`'s failed names too, as it finds them)."""
+    :class:`~netsurvey.scanning.ResolvingStream`'s failed names too, as it finds them)."""
     store = ProbeStore(ctx.db, ctx.run.id, round_no)
     counts: dict[str, int] = {}
 
@@ -74,7 +56,7 @@ def probe_round(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarget
         counts[o.status.value] = counts.get(o.status.value, 0) + 1
         keep(o)
 
-    if isinstance(targets, ResolvingStream):
+    if isinstance(targets, scanning.ResolvingStream):
         targets.on_failed = keep_failed
     try:
         for o in failed:

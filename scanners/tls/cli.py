@@ -11,7 +11,6 @@ import typer
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import (
-    check_targets,
     concurrency_option,
     deadline_option,
     duration_option,
@@ -22,6 +21,7 @@ from netsurvey.options import (
     timeout_option,
     top_option,
 )
+from netsurvey.selection import TargetSelection, TargetSpelling
 
 from . import promises
 from .results import VERSIONS
@@ -42,49 +42,17 @@ def _mechanisms(text: str) -> tuple[str, ...]:
     return ms
 
 
+#: How the TLS commands' --target values are spelled: HOST (resolved; an address as a name
+#: resolves to itself) or HOST=ADDRESS.
+TARGETS = TargetSpelling("HOST[=ADDRESS]", names=True, pair="=")
+
+
 def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> list[tuple[Optional[int], str, Optional[str]]]:
-    """(rank, hostname, fixed address) from --list/--top and --target HOST[=ADDR]."""
-    from netsurvey.clictx import list_db
-    from netsurvey.targets import select_targets
-
-    from .survey import parse_target_spec
-
-    check_targets(list_name, top, targets)
-    out: list[tuple[Optional[int], str, Optional[str]]] = []
-    for spec in targets:
-        try:
-            h, a = parse_target_spec(spec)
-        except ValueError as exc:
-            raise UsageError(f"--target: {exc}") from None
-        out.append((None, h, a))
-    if list_name:
-        out += [(t.rank, t.hostname, None) for t in select_targets(list_db(), list_name, top)]
-    return out
-
-
-def _host_stream(list_name: Optional[str], top: Optional[int], targets: List[str], port: int, ipv6: bool):
-    """--list/--top and --target HOST[=ADDR] as a stream of targets (scan tls, issue 26):
-    the list's names read from the database and resolved batch by batch as the scan goes."""
-    from netsurvey.clictx import list_db
-    from netsurvey.scanning import NameStream, ScanTarget
-    from netsurvey.targets import stream_targets
-
-    from .survey import parse_target_spec, target_stream
-
-    check_targets(list_name, top, targets)
-    extra = []
-    for spec in targets:
-        try:
-            h, a = parse_target_spec(spec)
-        except ValueError as exc:
-            raise UsageError(f"--target: {exc}") from None
-        extra.append(ScanTarget(h, a, port, None))
-    listed = stream_targets(list_db(), list_name, top) if list_name else None
-    if listed is not None or any(t.address is None for t in extra):
-        from netsurvey.resolve import system_resolver
-
-        system_resolver()   # a resolver off the machine is bad input now, not at the first batch (run opened)
-    return target_stream(NameStream(listed, port, extra), port, ipv6)
+    """(rank, hostname, fixed address) of the --target entries, then the list's: the one
+    builder's items (:mod:`netsurvey.selection`) held as the tls-lifetime, tls-shared and
+    tls-zgrab runs keep them."""
+    items = TargetSelection(list_name, top, tuple(targets)).items(TARGETS, targets_first=True)
+    return [(t.rank, t.hostname, t.address) for t in items]  # type: ignore[misc]  # TARGETS: every entry named
 
 
 def _print(summary: dict, as_json: bool) -> None:
@@ -122,7 +90,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         versions = _versions(tls)
         if tls13_request not in ("HEAD", "GET"):
             raise UsageError("--tls13-request must be HEAD or GET")
-        hosts = _host_stream(list_name, top, target, port, ipv6)
+        hosts = TargetSelection(list_name, top, tuple(target), port, ipv6).resolving(TARGETS)
         opts = TlsOptions(versions=versions, port=port, timeout=timeout, deadline=deadline, verify=not no_verify,
                           check_resumption=not no_check_resumption, ipv6=ipv6, tls13_request=tls13_request)
         runs = []

@@ -40,7 +40,7 @@ def _resumption_row(run_id: int, a: ResumptionAttempt) -> tuple:
 
 def run_survey(targets: ResolvingStream, opts: TlsOptions, *, concurrency: int = 100,
                list_name: Optional[str] = None) -> dict:
-    """One survey round over ``targets`` (:func:`survey.target_stream`: the names are read,
+    """One survey round over ``targets`` (:meth:`netsurvey.selection.TargetSelection.resolving`: the names are read,
     resolved and probed batch by batch, issue 26); returns a summary (run id, counts per status)."""
     params = {"list": list_name, "hosts": len(targets), **{k: v for k, v in opts.__dict__.items()}}
     ctx = open_scan(params, packages=("cryptography",), targets=targets, concurrency=concurrency)

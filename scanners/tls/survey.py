@@ -3,14 +3,13 @@ handshake recording session ID, tickets (bytes, key_name, lifetime), certificate
 and optionally immediate resumption checks by ID and by ticket."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
 import ipaddress
 from typing import Iterable, Optional
 
-from netsurvey.resolve import resolve_many
-from netsurvey.scanning import ResolvingStream, Scanner, ScanOutcome, ScanStatus, ScanTarget
+from netsurvey.scanning import Scanner, ScanOutcome, ScanStatus, ScanTarget
+from netsurvey.selection import resolve_names
 from netsurvey.writer import ResultWriter
 
 from .engine import BAD_CERTIFICATE, certificate_facts, handshake, make_context
@@ -147,50 +146,13 @@ def _same_key_family(obs: list[HandshakeObservation]) -> list[HandshakeObservati
 
 # ---------------------------------------------------------------------------- targets
 
-def parse_target_spec(spec: str) -> tuple[str, Optional[str]]:
-    """``HOST`` or ``HOST=ADDRESS`` (an ad-hoc target); raises ValueError."""
-    host, _, addr = spec.partition("=")
-    host = host.strip().lower().rstrip(".")
-    if not host:
-        raise ValueError(f"bad target {spec!r}: empty hostname")
-    if host.startswith("[") and host.endswith("]"):   # [v6]: the address itself (no brackets in SNI)
-        host = str(ipaddress.ip_address(host[1:-1]))
-    if addr:
-        ipaddress.ip_address(addr.strip())
-        return host, addr.strip()
-    return host, None
-
-
 async def expand_targets(hosts: Iterable[tuple[Optional[int], str, Optional[str]]], port: int, ipv6: bool
                          ) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-    """(rank, hostname, fixed address or None) -> ScanTargets (one per resolved address) and
-    RESOLUTION_FAILED outcomes for names without addresses."""
-    hosts = list(hosts)
-    names = [h for _, h, a in hosts if a is None]
-    res = await resolve_many(names, ipv6=ipv6) if names else {}
-    targets, failed = [], []
-    for rank, host, addr in hosts:
-        if addr is not None:
-            targets.append(ScanTarget(host, addr, port, rank))
-            continue
-        r = res[host]
-        addrs = r.ipv4 + (r.ipv6 if ipv6 else ())
-        if not addrs:
-            failed.append(ScanOutcome(ScanTarget(host, None, port, rank), ScanStatus.RESOLUTION_FAILED, None,
-                                      r.error or "no-address"))
-        for a in addrs:
-            targets.append(ScanTarget(host, a, port, rank))
-    return targets, failed
-
-
-def target_stream(names, port: int, ipv6: bool) -> ResolvingStream:
-    """The scan's targets as a stream (issue 26): ``names`` (a :class:`NameStream` of the
-    list, with the ``--target`` entries as its extras) resolved batch by batch while the
-    scan reads it, every A address (and AAAA with ``ipv6``) a target, as :func:`expand_targets`."""
-    def resolve(batch: list[ScanTarget]) -> tuple[list[ScanTarget], list[ScanOutcome]]:
-        return asyncio.run(expand_targets([(t.rank, t.hostname, None) for t in batch], port, ipv6))  # type: ignore[misc]  # a list's names
-
-    return ResolvingStream(names, resolve)
+    """(rank, hostname, fixed address or None) -> ScanTargets (one per resolved address: every
+    A, and AAAA with ``ipv6``) and RESOLUTION_FAILED outcomes for names without addresses;
+    the core's resolution (:func:`netsurvey.selection.resolve_names`), as ``scan tls``'s
+    stream resolves its batches."""
+    return await resolve_names([ScanTarget(h, a, port, r) for r, h, a in hosts], ipv6=ipv6)
 
 
 # ---------------------------------------------------------------------------- storage

@@ -13,6 +13,7 @@ import typer
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
 from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
+from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
@@ -20,6 +21,9 @@ COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port
            ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
            ("lifetime_hint_s", "int8"), ("early_data_accepted", "bool"), ("attempts", "int4"), ("resumptions", "int4"),
            ("connections", "int4")]
+
+#: HOST=ADDRESS only: HOST (a DNS name or an address) is what the clients name (SNI).
+TARGETS = TargetSpelling("HOST=ADDRESS (HOST a DNS name)", names=False, pair="=")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -117,20 +121,12 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             print(f"tls-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
     def _target(text: str, port: int):
-        from netsurvey.scanning import ScanTarget
-
         from .testssl import hostname_ok
 
-        host, sep, addr = text.partition("=")
-        try:
-            if not sep or not host.strip():
-                raise ValueError
-            name = host.strip().lower().rstrip(".")
-            if not hostname_ok(name):   # it reaches testssl.sh, which word-splits it into s_client's argv
-                raise ValueError
-            return ScanTarget(name, str(ipaddress.ip_address(addr.strip())), port)
-        except ValueError:
-            raise UsageError(f"--target {text!r}: expected HOST=ADDRESS (HOST a DNS name)") from None
+        t = parse_target(text, TARGETS, port)
+        if t.hostname is None or not hostname_ok(t.hostname):   # it reaches testssl.sh, which word-splits it into s_client's argv
+            raise UsageError(f"--target {text!r}: expected {TARGETS.usage}")
+        return t
 
 
 def _client_version(client: str) -> str:

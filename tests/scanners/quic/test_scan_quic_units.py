@@ -9,11 +9,18 @@ import pytest
 
 from netsurvey.durations import duration_option_s as parse_duration  # the one duration parser
 from netsurvey.errors import UsageError
-from scanners.quic.cli import parse_target
+from netsurvey.selection import parse_target as parse_spec
+from scanners.quic.cli import TARGETS
 from scanners.quic.discover import parse_alt_svc
 from scanners.quic.records import RESERVED_VERSION
 from scanners.quic.turnover import HostTurnover, _Sample, common_prefix_len, key_changes, key_prefix_len, summarize
 from scanners.quic.vn import PROBE_LEN, build_probe, parse_version_negotiation
+
+
+def parse_target(text: str, port: int):
+    """quic's --target spelling through the one target parser, as (hostname, address, port)."""
+    t = parse_spec(text, TARGETS, port)
+    return t.hostname, t.address, t.port
 
 pytestmark = pytest.mark.unit   # no database, no CLI subprocess, no testbed, no root
 
@@ -90,7 +97,7 @@ def test_cli_parsing():
     assert parse_target("www.example.test@[2001:2:0:2::10]:8443", 443) == ("www.example.test", "2001:2:0:2::10", 8443)
     assert parse_target("x.test@198.18.0.1:4433", 443) == ("x.test", "198.18.0.1", 4433)
     assert parse_target("WWW.Example.test", 443) == ("www.example.test", None, 443)
-    for bad in ("x.test@notanip", "198.18.2.10:0", "198.18.2.10:70000", "a b"):
+    for bad in ("x.test@notanip", "198.18.2.10:0", "198.18.2.10:70000", "a b", "x.test:443"):
         with pytest.raises(UsageError):
             parse_target(bad, 443)
 
