@@ -2,12 +2,16 @@
 database per test. No database mocks."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import psycopg
 import pytest
@@ -169,3 +173,127 @@ def routes_ns():
         yield ns
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+# -- running the suite on several workers (pytest-xdist: `make test` passes -n) -------------
+#: Tests that use the machine-wide testbed share its servers, bridges and logs. A test uses
+#: it when it takes one of TESTBED_FIXTURES, or its file reaches it without them
+#: (REACHES_TESTBED: `testbed up/down/exec`, its namespaces, a sniffer, the demo, the zoo);
+#: tests marked ``unit`` never do. Every other test (its own database, files, namespace) is
+#: spread over the workers one by one. Testbed tests go to the workers by file, and by
+#: directory where files share more than the testbed (the browsers' observing servers, the
+#: promise lab, the testbed's own tests and their zoo servers): each such scope runs in
+#: order on one worker. Beside that, each testbed file holds a lock on the testbed for
+#: as long as it runs: shared, or exclusive for the files in EXCLUSIVE (they take the
+#: testbed down, sniff its bridges or time its delays, so nothing else may run meanwhile).
+#: Workers decide what uses the testbed (they see the fixtures) and leave the answer for
+#: the controller's scheduler in a directory named after it (xdist's own ``--dist
+#: loadgroup`` marks are ignored under pytest 9, which no longer reads the node id xdist
+#: rewrites).
+TESTBED_FIXTURES = frozenset({"_testbed_session", "_lab_session", "routes_ns", "testbed", "lab"})
+REACHES_TESTBED = re.compile(
+    r"""["']testbed["'],\s*["'](?:up|down|exec|status)|testbed\.(?:manager|zoo|cli)|import testbed|from testbed"""
+    r"""|nstb-|netns|sniff|["']demo["']|exec_argv|vexec""")
+#: one scope per directory: these files share servers or namespaces among themselves
+SHARED_SCOPES = ("tests/browser_probes/", "tests/promises/", "tests/testbed/")
+#: files that must have the testbed to themselves: they take it down, sniff its bridges or
+#: measure its delays
+EXCLUSIVE = frozenset({
+    "tests/testbed/test_testbed.py", "tests/testbed/test_testbed_binding.py", "tests/testbed/test_zoo_quic.py",
+    "tests/testbed/test_zoo_rotation.py", "tests/testbed/test_timing_pages.py",
+    "tests/browser_probes/test_browser_revisit.py", "tests/browser_probes/test_browser_tracking_delay.py",
+    "tests/core/test_dry_run_plan.py", "tests/core/test_route_guard.py", "tests/core/test_route_guard_bypasses.py",
+    "tests/core/test_stream_tls_quic.py", "tests/scanners/quic/test_scan_quic.py", "tests/scanners/tfo/test_scan_tfo.py",
+    "tests/scanners/tls/test_tls_lifetime_schedule.py",
+    "tests/scanners/tls_second_opinion/test_scan_tls_second_opinion.py",
+    "tests/scanners/handshake_timing/test_scan_handshake_timing.py",
+})
+_file_reaches: dict[str, bool] = {}
+_testbed_files: set[str] = set()
+
+
+def _rel(path) -> str:
+    return Path(path).resolve().relative_to(REPO).as_posix()
+
+
+def uses_testbed(item) -> bool:
+    if item.get_closest_marker("unit"):
+        return False
+    if TESTBED_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    path = str(item.path)
+    if path not in _file_reaches:
+        _file_reaches[path] = bool(REACHES_TESTBED.search(Path(path).read_text(errors="replace")))
+    return _file_reaches[path]
+
+
+def _scopes_dir(controller_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"netsurvey-xdist-scopes-{controller_pid}"
+
+
+def pytest_collection_modifyitems(config, items):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    uses = {it.nodeid: uses_testbed(it) for it in items}
+    _testbed_files.update(_rel(it.path) for it in items if uses[it.nodeid])
+    d = _scopes_dir(os.getppid())
+    d.mkdir(exist_ok=True)
+    tmp = d / f".{worker}.json"
+    tmp.write_text(json.dumps(uses))
+    tmp.rename(d / f"{worker}.json")
+
+
+def _scope(nodeid: str, uses: bool) -> str:
+    if not uses:
+        return nodeid
+    path = nodeid.split("::", 1)[0]
+    return "testbed:" + next((d for d in SHARED_SCOPES if path.startswith(d)), path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    d = _scopes_dir(os.getpid())
+    shutil.rmtree(d, ignore_errors=True)
+
+    class TestbedScopes(LoadScopeScheduling):
+        """Scopes as described above; a test no worker described counts as using the testbed."""
+
+        _uses: Optional[dict] = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._uses is None:
+                self._uses = {}
+                for f in sorted(d.glob("gw*.json")):
+                    self._uses.update(json.loads(f.read_text()))
+                shutil.rmtree(d, ignore_errors=True)
+            return _scope(nodeid, self._uses.get(nodeid, True))
+
+    return TestbedScopes(config, log)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _testbed_lock(request):
+    """Under xdist: a testbed file holds the testbed shared (exclusive for EXCLUSIVE) while
+    it runs, module fixtures included. Writers go first: a reader passes a turnstile the
+    waiting writer holds."""
+    path = _rel(request.path)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or path not in _testbed_files:
+        yield
+        return
+    import fcntl
+
+    base = Path(tempfile.gettempdir()) / f"netsurvey-xdist-testbed-{os.getppid()}"
+    with open(f"{base}.turnstile", "a") as turnstile, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if path in EXCLUSIVE:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
