@@ -28,8 +28,12 @@ demo: install
 # CI's command. Tests marked `slow` (long rehearsals, bisections, scale runs, the fresh
 # install) are left to `make test-slow`. Lint (ruff) and types (mypy) run inside it too:
 # tests/core/test_lint.py, configured in pyproject.toml; both must report nothing.
+# TEST_WORKERS pytest-xdist workers (most of the suite waits on servers, timeouts and
+# subprocesses, so more workers than cores): tests that use the shared testbed go by file,
+# holding it shared or exclusively (tests/conftest.py); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 4
 test: install
-	$(PY) -m pytest -q -m "not slow" --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --durations=30 $(PYTEST_ARGS)
 
 test-slow: install
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
