@@ -120,3 +120,20 @@ class LoopTerminated(Terminated, KeyboardInterrupt):
     exception of a callback is only logged), after which ``asyncio.run`` cancels the tasks.
     Raised inside a task instead it would stay that task's exception (a scan worker even
     recorded it and the scan went on: issue 26)."""
+
+
+def counts_json(counts: Optional[dict]) -> str:
+    """A run's counts as JSON PostgreSQL takes: a value JSON cannot hold (a set, a date) as
+    text, a NaN or infinity (jsonb refuses them) as text too. A run whose counts failed to
+    serialise stayed 'running' with every count lost."""
+    import math
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(counts or {}), default=str)

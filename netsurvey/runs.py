@@ -12,6 +12,7 @@ from importlib import metadata
 from typing import Any, Callable, Optional
 
 from .db import Database
+from .runctx import counts_json
 
 
 def tool_versions(*packages: str) -> dict[str, str]:
@@ -100,23 +101,6 @@ class Run:
                 (status, counts_json(counts), self.id),
             )
         release_run(self.db, self.id)
-
-
-def counts_json(counts: Optional[dict]) -> str:
-    """A run's counts as JSON PostgreSQL takes: a value JSON cannot hold (a set, a date) as
-    text, a NaN or infinity (jsonb refuses them) as text too. A run whose counts failed to
-    serialise stayed 'running' with every count lost."""
-    import math
-
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return str(v)
-        if isinstance(v, dict):
-            return {str(k): clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-    return json.dumps(clean(counts or {}), default=str)
 
 
 #: Taken first in every transaction that inserts a scan_run row. Its trigger creates the

@@ -20,7 +20,7 @@ from typing import Optional
 
 import psycopg
 
-from .runctx import ShardSpec, current_shard
+from .runctx import ShardSpec, counts_json, current_shard
 
 __all__ = ["ShardSpec", "ShardConnectionLost", "current", "shard_of", "commit_shard"]
 
@@ -84,7 +84,6 @@ def commit_shard(dsn: str, status: str, counts: dict) -> bool:
     """Commit the shard's results with its job_shard row; False if it was already committed
     (then everything this attempt wrote is rolled back). Marks the run finished when the
     last shard commits."""
-    from .runs import counts_json
 
     spec = current()
     assert spec is not None
