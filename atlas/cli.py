@@ -148,8 +148,7 @@ def run_cmd(
     poll: Optional[float] = typer.Option(None, "--poll", help="Seconds between status polls."),
     timeout: Optional[float] = timeout_option(None, help="Give up waiting after this many seconds."),
     no_server_ping: bool = typer.Option(False, "--no-server-ping", help="Skip RTT_Server pings from this host."),
-    as_json: bool = json_option(help="Print the run id and counts as JSON."),
-) -> None:
+) -> Optional[dict]:
     """Run a campaign: resolver discovery, probe pings, server pings, AS mapping."""
     from .api import AtlasApiError, AtlasClient
     from .campaign import Campaign
@@ -184,13 +183,10 @@ def run_cmd(
         counts = Campaign(client, ctx, o, log=lambda m: err.print(m, markup=False, highlight=False)).run()
     except AtlasApiError as exc:
         _fail(exc, ctx.run)
-        return
+        return None
     counts["api_retries"] = client.retries_done
     ctx.counts.update(counts)
-    if as_json:
-        print(json.dumps({"run_id": ctx.run.id, **counts}))
-    else:
-        Console().print(f"atlas run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return {"run_id": ctx.run.id, **counts}
 
 
 @atlas_app.command("fetch")

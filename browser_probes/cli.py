@@ -4,18 +4,18 @@ track`` (tracking-period probes). Run them inside the testbed's vantage namespac
 from __future__ import annotations
 
 import ipaddress
-import json
 import socket
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional
 from urllib.parse import urlsplit
 
 import typer
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import check_targets, json_option, list_option, top_option
+from netsurvey.options import check_targets, list_option, top_option
+from netsurvey.runctx import json_output
 
 from . import promises
 
@@ -55,7 +55,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     browser_app = typer.Typer(no_args_is_help=True, help="Real browsers: page-load logger and tracking probes.")
     app.add_typer(browser_app, name="browser")
 
-    @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"), promise=promises.PAGELOAD)
+    @measurement(browser_app, "browser-pageload", command="pageload", tables=("browser_visit", "browser_resource"), promise=promises.PAGELOAD,
+                 render_text=_pageload_text)
     def pageload(
         list_name: Optional[str] = list_option(help="Target list: visits https://HOSTNAME/."),
         top: Optional[int] = top_option(help="Only the first N targets of the list."),
@@ -64,8 +65,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         page_timeout: float = typer.Option(15.0, "--page-timeout", help="Page-load timeout per visit [s]."),
         profile_root: Optional[Path] = typer.Option(None, "--profile-root", help="Directory for fresh profiles."),
-        as_json: bool = json_option(help="Print the run summary as JSON."),
-    ) -> None:
+    ) -> dict:
         """Visit pages with parallel real browsers and log every resource (BLAST)."""
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -107,7 +107,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         err = Console(stderr=True)
         try:
             with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=err, transient=True, disable=as_json) as prog:
+                          TimeElapsedColumn(), console=err, transient=True, disable=json_output()) as prog:
                 task = prog.add_task(f"{browser} page loads", total=len(urls))
                 counts = run_pageload(urls, PageLoadOptions(browser=browser, browsers=browsers,
                                                             page_timeout_s=page_timeout, profile_root=profile_root),
@@ -116,14 +116,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             store.close()
         counts.update(page_policy.counts(pages))
         ctx.counts.update(counts)
-        summary = {"run_id": ctx.run.id, "visits": len(urls), **counts}
-        if as_json:
-            print(json.dumps(summary))
-        else:
-            print(f"run {ctx.run.id}: {len(urls)} visits, {counts['complete']} complete, "
-                  f"{counts['incomplete']} incomplete, {counts['restarts']} browser restarts")
+        return {"run_id": ctx.run.id, "visits": len(urls), **counts}
 
-    @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",), promise=promises.TRACK)
+    @measurement(browser_app, "browser-track", command="track", tables=("browser_track_verdict",), promise=promises.TRACK,
+                 render_text=_track_text)
     def track(
         browser: str = typer.Option("chromium", "--browser", help="chromium, firefox or webkit."),
         test: List[str] = typer.Option(..., "--test", help=f"Experiment: {', '.join(TESTS)} or all (repeatable)."),
@@ -132,8 +128,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         profile: Optional[str] = typer.Option(None, "--profile", help="Run behind the tracking vantage's delay "
                                               "line with this link profile ([[profile]] of config/testbed.toml, "
                                               "e.g. lte, cable; none = through the line without delay)."),
-        as_json: bool = json_option(help="Print the verdicts as JSON."),
-    ) -> None:
+    ) -> dict:
         """Tracking-period probes: does the browser present an earlier context's TLS state?"""
         from netsurvey.clictx import open_scan
 
@@ -154,7 +149,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if profile is not None and runctx.current_shard() is not None:
             raise UsageError("--profile runs inline only (one delay line: no --shards / --procs)")
         if profile is not None and not runctx.is_dry_run():   # run again in the tracking vantage, under it
-            raise typer.Exit(_track_behind_line(profile, browser, names, wait, as_json))
+            raise typer.Exit(_track_behind_line(profile, browser, names, wait, json_output()))
         truth = _ground_truth()
         exps = experiments(truth)
         qexps = quic_experiments(truth)
@@ -199,7 +194,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                  v.expected_max_s, v.presented, v.accepted, v.verdict, v.detail,
                                  link.get("link_profile"), link.get("link_rtt_ms")))
                     verdicts += [(version, v) for v in vs]
-                    if not as_json:
+                    if not json_output():
                         for v in vs:
                             print(f"{n:12s} {v.mechanism:15s} wait {w:g} s: {v.verdict} ({v.detail})", file=sys.stderr)
         finally:
@@ -211,18 +206,15 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             raise UsageError("the tracking vantage's link profile changed during the run (another "
                              "`browser track --profile` at the same time?): run failed")
         ctx.counts.update({"verdicts": len(verdicts), "viable": sum(v.verdict == "viable" for _, v in verdicts)})
-        if as_json:
-            print(json.dumps({"run_id": ctx.run.id, **link, "verdicts": [
-                dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
-                     presented=v.presented, accepted=v.accepted, verdict=v.verdict, detail=v.detail)
-                for ver, v in verdicts]}))
-        else:
-            print(f"run {ctx.run.id}: {len(verdicts)} verdicts "
-                  f"({sum(v.verdict == 'viable' for _, v in verdicts)} viable)")
+        return {"run_id": ctx.run.id, **link, "verdicts": [
+            dict(browser=browser, version=ver, experiment=v.experiment, mechanism=v.mechanism, wait_s=v.wait_s,
+                 presented=v.presented, accepted=v.accepted, verdict=v.verdict, detail=v.detail)
+            for ver, v in verdicts]}
 
 
     @measurement(browser_app, "browser-lifetime", command="lifetime",
-                 tables=("browser_lifetime_probe", "browser_lifetime"), promise=promises.LIFETIME)
+                 tables=("browser_lifetime_probe", "browser_lifetime"), promise=promises.LIFETIME,
+                 render_text=_lifetime_text)
     def lifetime(
         browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
         state_: List[str] = typer.Option(["all"], "--state", help="tls12-session-id, tls12-ticket, tls13-psk, "
@@ -235,8 +227,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                            "offsets [s] only (repeatable)."),
         short: bool = typer.Option(False, "--short", help="Probe the short-lived host (hint.track.test, 4 s) "
                                    "instead of the never-expiring one (tls13-psk only): a known answer."),
-        as_json: bool = json_option(help="Print the results as JSON."),
-    ) -> None:
+    ) -> dict:
         """The browser's own lifetime of TLS / QUIC state: its clock moved forward (clockshift.c)."""
         from netsurvey.clictx import open_scan
 
@@ -266,24 +257,17 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                                resolution_pct / 100, resolution_s, list(offset), short,
                                log=lambda m: print(m, file=sys.stderr, flush=True))
         ctx.counts.update({"results": len(results), "probes": sum(r["probes"] for r in results)})
-        if as_json:
-            print(json.dumps({"run_id": ctx.run.id, "results": results}))
-        else:
-            for r in results:
-                print(f"{r['browser']:8s} {r['state']:16s} {r['status']:15s} presented up to "
-                      f"{_age(r['longest_presented_age_s'])}, not at {_age(r['shortest_absent_age_s'])} "
-                      f"({r['probes']} probes)")
-            print(f"run {ctx.run.id}: {len(results)} lifetimes")
+        return {"run_id": ctx.run.id, "results": results}
 
 
-    @measurement(browser_app, "browser-revisit", command="revisit", tables=("browser_revisit_visit",), promise=promises.REVISIT)
+    @measurement(browser_app, "browser-revisit", command="revisit", tables=("browser_revisit_visit",), promise=promises.REVISIT,
+                 render_text=_revisit_text)
     def revisit(
         browser: List[str] = typer.Option(["chromium"], "--browser", help="chromium, firefox or webkit (repeatable)."),
         transport: List[str] = typer.Option(["tls12", "tls13", "quic"], "--transport",
                                             help="tls12, tls13 or quic (repeatable)."),
         repeat: int = typer.Option(5, "--repeat", min=1, help="First/revisit pairs per browser and transport."),
-        as_json: bool = json_option(help="Print the per-browser savings as JSON."),
-    ) -> None:
+    ) -> dict:
         """The time a browser saves on a revisit with state, on the timing testbed (run it there:
         netsurvey testbed timing exec -- netsurvey browser revisit ...)."""
         from netsurvey.clictx import open_scan
@@ -325,14 +309,33 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ctx.counts.update({"pairs": sum(r[2] for r in rows)})
         keys = ("browser", "transport", "pairs", "revisits_resumed", "revisits_early_data", "first_ttfb_median_ms",
                 "revisit_ttfb_median_ms", "saving_median_ms", "saving_median_rtts")
-        if as_json:
-            print(json.dumps({"run_id": ctx.run.id, **link, "savings": [dict(zip(keys, r)) for r in rows]}))
-        else:
-            for r in rows:
-                print(f"{r[0]:8s} {r[1]:6s} {r[2]} pairs, resumed {r[3]}, early data {r[4]}: first {r[5]:.1f} ms, "
-                      f"revisit {r[6]:.1f} ms, saved {r[7]:.1f} ms"
-                      + (f" ({r[8]:.2f} RTT)" if r[8] is not None else ""))
-            print(f"run {ctx.run.id}: link profile {link['link_profile']} ({link['link_rtt_ms']} ms RTT)")
+        return {"run_id": ctx.run.id, **link, "savings": [dict(zip(keys, r)) for r in rows]}
+
+
+def _pageload_text(res: Mapping[str, Any]) -> str:
+    return (f"run {res['run_id']}: {res['visits']} visits, {res['complete']} complete, "
+            f"{res['incomplete']} incomplete, {res['restarts']} browser restarts")
+
+
+def _track_text(res: Mapping[str, Any]) -> str:
+    verdicts = res["verdicts"]
+    return f"run {res['run_id']}: {len(verdicts)} verdicts ({sum(v['verdict'] == 'viable' for v in verdicts)} viable)"
+
+
+def _lifetime_text(res: Mapping[str, Any]) -> str:
+    lines = [f"{r['browser']:8s} {r['state']:16s} {r['status']:15s} presented up to "
+             f"{_age(r['longest_presented_age_s'])}, not at {_age(r['shortest_absent_age_s'])} "
+             f"({r['probes']} probes)" for r in res["results"]]
+    return "\n".join([*lines, f"run {res['run_id']}: {len(res['results'])} lifetimes"])
+
+
+def _revisit_text(res: Mapping[str, Any]) -> str:
+    lines = [f"{r['browser']:8s} {r['transport']:6s} {r['pairs']} pairs, resumed {r['revisits_resumed']}, "
+             f"early data {r['revisits_early_data']}: first {r['first_ttfb_median_ms']:.1f} ms, "
+             f"revisit {r['revisit_ttfb_median_ms']:.1f} ms, saved {r['saving_median_ms']:.1f} ms"
+             + (f" ({r['saving_median_rtts']:.2f} RTT)" if r["saving_median_rtts"] is not None else "")
+             for r in res["savings"]]
+    return "\n".join([*lines, f"run {res['run_id']}: link profile {res['link_profile']} ({res['link_rtt_ms']} ms RTT)"])
 
 
 def _track_link() -> tuple[dict, Optional[str]]:

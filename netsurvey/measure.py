@@ -10,8 +10,9 @@ options are its CLI, declared with :func:`measurement`::
             ...
 
 The declaration adds the options every measurement shares — ``--dry-run``, ``--shards N``
-(queue N shards for workers), ``--procs N`` (run N shards here at once) — so they appear
-in ``--help`` and parse like any option (``--shards=2``), and records the measurement in
+(queue N shards for workers), ``--procs N`` (run N shards here at once), ``--json`` (the
+summary as JSON) — so they appear in ``--help`` and parse like any option (``--shards=2``),
+and records the measurement in
 the registry that ``netsurvey scan``, the workers and the promise tests read. A measurement
 that contacts the network also declares its :class:`PromiseCase` (``promise=``): how the
 promise matrix (tests/promises/test_promises.py) aims it at the testbed.
@@ -25,7 +26,13 @@ The run path (:func:`_execute`), for every measurement:
   shard), SIGTERM/SIGINT turned into an exception that flushes every open writer and ends
   the runs the measurement opened ``failed`` (a shard instead commits nothing: it is
   retried); ``open_scan`` opens the run, applies the policy and the rate caps, and stops a
-  dry run before anything is contacted.
+  dry run before anything is contacted;
+- the summary: the measurement returns its result (a dict: ``run_id``, ``counts`` and what
+  else it reports), or returns nothing and leaves its counts in ``ctx.counts`` (the
+  summary is then ``{"run_id": ..., "counts": ...}`` of the last run it opened). Once the
+  runs are ended, the run path prints it once: one line of JSON with ``--json``, else text
+  (:func:`text_summary`, or the measurement's ``render_text`` hook when it shows a table).
+  A measurement never prints its summary itself.
 
 Shard processes receive a :class:`~netsurvey.runctx.RunSpec` (the measurement's name and
 its parsed options as JSON), never an argv, and run :func:`run_spec`.
@@ -46,6 +53,7 @@ from typing import AbstractSet, Any, Callable, Iterable, Iterator, Mapping, Opti
 import typer
 
 from .errors import UsageError
+from .options import json_option
 from .runctx import DryRunDone, RunContext, RunSpec, ShardSpec, Terminated, activate  # noqa: F401 (re-exported)
 
 #: Upper bounds of the shared options: more shards than this is a typo, not a campaign;
@@ -170,6 +178,8 @@ class Measurement:
         second engine of one measurement shares its kind, e.g. tls-zgrab's runs are 'tls').
     :ivar promise: how the promise matrix aims it at the testbed (required, by that test,
         for a measurement that contacts the network).
+    :ivar render_text: the text form of its summary (``result -> str``), for a measurement
+        whose summary reads better as a table; default :func:`text_summary`.
     """
 
     name: str
@@ -180,6 +190,7 @@ class Measurement:
     function: Callable[..., Any]
     kind: str = ""
     promise: Optional[PromiseCase] = None
+    render_text: Optional[Callable[[Mapping[str, Any]], str]] = None
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -197,10 +208,12 @@ def registry() -> dict[str, Measurement]:
 # -- declaration ----------------------------------------------------------------------
 def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), contacts_network: bool = True,
                 command: Optional[str] = None, kind: Optional[str] = None,
-                promise: Optional[PromiseCase] = None) -> Callable[[Callable], Callable]:
+                promise: Optional[PromiseCase] = None,
+                render_text: Optional[Callable[[Mapping[str, Any]], str]] = None) -> Callable[[Callable], Callable]:
     """Declare ``fn`` as measurement ``name`` (its ``scan_run.kind``): register it and add
     it to the command ``group`` (``netsurvey scan`` for scanners) as ``command`` (default:
-    ``name``) with the shared run options. ``promise``: its :class:`PromiseCase`."""
+    ``name``) with the shared run options. ``promise``: its :class:`PromiseCase`;
+    ``render_text``: the text form of its summary, when not :func:`text_summary`."""
     if promise is not None and not isinstance(promise, PromiseCase):
         raise TypeError(f"measurement {name!r}: promise= takes a netsurvey.measure.PromiseCase")
 
@@ -211,7 +224,7 @@ def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), 
         doc = inspect.getdoc(fn) or ""
         m = Measurement(name=name, summary=doc.splitlines()[0] if doc else "", tables=tuple(tables),
                         contacts_network=contacts_network, module=fn.__module__, function=fn, kind=kind or name,
-                        promise=promise)
+                        promise=promise, render_text=render_text)
         _REGISTRY[name] = m
         group.command(command or name)(_command_for(m))
         return fn
@@ -220,13 +233,13 @@ def measurement(group: typer.Typer, name: str, *, tables: tuple[str, ...] = (), 
 
 
 def _command_for(m: Measurement) -> Callable:
-    """The typer command: ``m.function``'s options plus --dry-run, --shards, --procs."""
+    """The typer command: ``m.function``'s options plus --dry-run, --shards, --procs, --json."""
     fn = m.function
     hints = typing.get_type_hints(fn)
     sig = inspect.signature(fn)
     own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
     names = {p.name for p in own}
-    for clash in ("dry_run", "shards", "procs"):
+    for clash in ("dry_run", "shards", "procs", "as_json"):
         if clash in names:
             raise RuntimeError(f"measurement {m.name!r}: option {clash!r} is reserved for the run path")
     shared = [
@@ -239,6 +252,8 @@ def _command_for(m: Measurement) -> Callable:
         inspect.Parameter("procs", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[int], default=typer.Option(
             None, "--procs", min=1, max=MAX_PROCS,
             help=f"Run the scan as N shards at once on this machine (at most {MAX_PROCS}).")),
+        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=json_option(
+            help="Print the summary (run id, counts, ...) as one line of JSON.")),
     ]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared
 
@@ -336,13 +351,16 @@ def _from_json(fn: Callable, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:
-    """Run the measurement in this process under ``ctx``. SIGTERM/SIGINT raise
-    :class:`Terminated`: open writers are flushed and the runs opened so far end 'failed'
-    (in a shard nothing is committed, so the shard is retried); the process then exits
-    with 128 + the signal number."""
+    """Run the measurement in this process under ``ctx``, end the runs it opened, then
+    print its summary (:func:`print_summary`; ``params['as_json']``, the shared ``--json``,
+    chooses JSON). SIGTERM/SIGINT raise :class:`Terminated`: open writers are flushed and
+    the runs opened so far end 'failed' (in a shard nothing is committed, so the shard is
+    retried); the process then exits with 128 + the signal number."""
+    params = dict(params)
+    ctx.json = bool(params.pop("as_json", False)) or ctx.json
     with activate(ctx), _signals_raise():
         try:
-            m.function(**params)
+            result = m.function(**params)
         except DryRunDone:
             return
         except Terminated as t:
@@ -357,6 +375,55 @@ def run_inline(ctx: RunContext, m: Measurement, params: dict[str, Any]) -> None:
                 _end_runs(ctx, "failed", exc)
             raise
         _end_runs(ctx, "finished")
+    print_summary(m, summary_of(ctx, result), as_json=ctx.json)
+
+
+def summary_of(ctx: RunContext, result: Any) -> Optional[dict[str, Any]]:
+    """What a measurement's run reports: the dict it returned, or (it returned None) the
+    run id and counts of the last run it opened; None when it opened no run."""
+    if result is None:
+        if not ctx.runs:
+            return None
+        run = ctx.runs[-1]
+        return {"run_id": run.id, "counts": dict(run.counts)}
+    if not isinstance(result, Mapping):
+        raise TypeError(f"measurement {ctx.measurement!r} returned {type(result).__name__}: "
+                        "a measurement returns its summary as a dict, or None")
+    return dict(result)
+
+
+def _words(counts: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
+
+
+def text_summary(name: str, result: Mapping[str, Any]) -> str:
+    """The text form of a summary: ``NAME run ID (STATUS): count 1, other 2`` (the counts
+    sorted by name; the status only when the summary has one); a summary without
+    ``counts`` shows its other plain values the same way (lists as their length)."""
+    run = f"{name} run {result.get('run_id', '-')}"
+    if isinstance(result.get("status"), str):
+        run += f" ({result['status']})"
+    counts = result.get("counts")
+    if not isinstance(counts, Mapping):
+        counts = {k: (len(v) if isinstance(v, (list, tuple)) else v) for k, v in result.items()
+                  if k not in ("run_id", "status") and not isinstance(v, Mapping)}
+    return f"{run}: {_words(counts)}"
+
+
+def print_summary(m: Measurement, summary: Optional[Mapping[str, Any]], *, as_json: bool) -> None:
+    """Print a measurement's summary once: one line of JSON (``--json``), else its text
+    form (the measurement's ``render_text``, else :func:`text_summary`)."""
+    import json
+
+    if summary is None:
+        return
+    if as_json:
+        text = json.dumps(summary, default=str)
+    elif m.render_text is not None:
+        text = m.render_text(summary)
+    else:
+        text = text_summary(m.name, summary)
+    print(text, flush=True)
 
 
 @contextlib.contextmanager

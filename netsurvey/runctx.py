@@ -64,6 +64,9 @@ class RunContext:
     runs: list = field(default_factory=list)
     #: set by the run path's signal handler: SIGTERM/SIGINT arrived (a shard then commits nothing)
     interrupted: bool = False
+    #: ``--json``: the run path prints the summary as JSON (a measurement keeps its stdout
+    #: for it: no progress bar or per-target lines there)
+    json: bool = False
 
 
 _current: Optional[RunContext] = None
@@ -82,6 +85,11 @@ def current_round() -> int:
     """The campaign round this process runs (1..N), or 0 outside a campaign run: a
     measurement whose rows carry a round number (e.g. tfo_probe.round) writes this."""
     return _current.shard.round if _current is not None and _current.shard is not None else 0
+
+
+def json_output() -> bool:
+    """The summary is printed as JSON (``--json``): progress and per-item lines stay quiet."""
+    return bool(_current is not None and _current.json)
 
 
 def is_dry_run() -> bool:

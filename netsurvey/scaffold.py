@@ -119,7 +119,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 from typing import List
 
 import typer
@@ -144,7 +143,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         target: List[str] = typer.Option(..., "--target", help="ADDRESS:PORT to probe (repeatable)."),
         timeout_s: float = timeout_option(3.0, help="How long one probe may take."),
         concurrency: int = concurrency_option(10, help="Probes in flight."),
-    ) -> None:
+    ) -> dict:
         """(scaffold) TCP connect time to each target, milliseconds."""
         from netsurvey.clictx import open_scan
         from netsurvey.scanning import run_scan
@@ -162,7 +161,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                 ctx.run.id, ipaddress.ip_address(str(o.target.address)), o.target.port, o.status.value, o.error,
                 o.result.connect_ms if o.result else None)), concurrency=concurrency, show_progress=False))
         ctx.counts.update(counts)   # the run path ends the run with these counts
-        print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        return {"run_id": ctx.run.id, "counts": counts}   # and prints this summary (text, or JSON with --json)
 '''
 
 _PROMISES = '''"""How the promise matrix (tests/promises/test_promises.py) aims {{NAME}} at the testbed:
@@ -228,7 +227,7 @@ def test_{{PKG}}_probes_a_local_listener(db, tmp_path):
     threading.Thread(target=lambda: [srv.accept()[0].close() for _ in range(2)], daemon=True).start()
     cfg = tmp_path / "survey.toml"
     cfg.write_text('[etiquette]\\nallow = ["127.0.0.1/32"]\\n')
-    r = run_cli("--config", str(cfg), "scan", "{{NAME}}", "--target", f"127.0.0.1:{port}", dsn=db.dsn)
+    r = run_cli("--config", str(cfg), "scan", "{{NAME}}", "--target", f"127.0.0.1:{port}", "--json", dsn=db.dsn)
     assert r.returncode == 0, r.stderr
     run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
     with db.connect() as conn:

@@ -126,12 +126,14 @@ class TargetSelection:
     ipv6: bool = True
 
     def items(self, spelling: Optional[TargetSpelling], *, required: bool = True,
-              targets_first: bool = False) -> NameStream:
+              targets_first: bool = False, every_shard: bool = False) -> NameStream:
         """The selected targets, lazily: the list's names (ranks ascending, first ``top``,
-        read from the database as the stream is read; in a shard only the shard's) and the
-        ``--target`` entries parsed by ``spelling`` (None: the command takes no --target),
-        after the list's names or, with ``targets_first``, before them. ``len()`` counts
-        the list in SQL. Bad options raise UsageError here, before any run is opened."""
+        read from the database as the stream is read; in a shard only the shard's, unless
+        ``every_shard``: a measurement that shares its work out otherwise, e.g. tls-shared's
+        origins, each paired with every name) and the ``--target`` entries parsed by
+        ``spelling`` (None: the command takes no --target), after the list's names or, with
+        ``targets_first``, before them. ``len()`` counts the list in SQL. Bad options raise
+        UsageError here, before any run is opened."""
         from .options import check_targets
 
         what = f"{spelling.option} {spelling.usage}" if spelling is not None else "--target HOST[=ADDRESS]"
@@ -142,7 +144,7 @@ class TargetSelection:
             from .clictx import list_db
             from .targets import stream_targets
 
-            listed = stream_targets(list_db(), self.list_name, self.top)
+            listed = stream_targets(list_db(), self.list_name, self.top, every_shard=every_shard)
         return NameStream(listed, self.port, extra, extra_first=targets_first)
 
     def resolving(self, spelling: Optional[TargetSpelling], *, first: bool = False,

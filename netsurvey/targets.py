@@ -282,9 +282,11 @@ class TargetStream:
                     yield Target(r, h)
 
 
-def stream_targets(db: Database, name: str, top: Optional[int] = None) -> TargetStream:
+def stream_targets(db: Database, name: str, top: Optional[int] = None, *, every_shard: bool = False) -> TargetStream:
     """The newest import of list ``name``, ranks ascending, first ``top`` only if given, as
-    a :class:`TargetStream` (in a shard: the shard's names)."""
+    a :class:`TargetStream` (in a shard: the shard's names; with ``every_shard`` all of
+    them, and the measurement takes its share of the work itself, then says so with
+    :func:`netsurvey.shard.mark_filtered`)."""
     if top is not None and top <= 0:
         raise UsageError("--top must be a positive number")
     if top is not None and top > 2**31 - 1:
@@ -297,7 +299,7 @@ def stream_targets(db: Database, name: str, top: Optional[int] = None) -> Target
             raise UsageError(f"no target list named {name!r} (import one with 'netsurvey targets import')")
     from . import shard
 
-    spec = shard.current()
+    spec = None if every_shard else shard.current()
     if spec is not None:
         shard.mark_filtered()
     return TargetStream(db, row[0], top, (spec.index, spec.count) if spec is not None else None)

@@ -2,9 +2,9 @@
 measuring lives in ttl.py / ecs.py)."""
 from __future__ import annotations
 
+import io
 import ipaddress
-import json
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import typer
 from rich.console import Console
@@ -13,13 +13,12 @@ from rich.table import Table
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import concurrency_option, json_option, list_option, rate_option, timeout_option, top_option
+from netsurvey.options import concurrency_option, list_option, rate_option, timeout_option, top_option
+from netsurvey.runctx import json_output
 from netsurvey.selection import TargetSelection
 
 from . import promises
 from .options import NAMES, check_allowed as _check_allowed, default_resolver, parse_server
-
-out = Console()
 
 
 def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
@@ -39,7 +38,7 @@ def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
 
 
 def _execute(kind: str, scanner, options, targets, params: dict, rows, table: str, rate: Optional[float],
-             concurrency: int, as_json: bool) -> dict:
+             concurrency: int) -> dict:
     from netsurvey import aio
     from netsurvey.clictx import open_scan
     from netsurvey.scanning import run_scan
@@ -53,6 +52,7 @@ def _execute(kind: str, scanner, options, targets, params: dict, rows, table: st
     ctx = open_scan(params, packages=("dnspython", "uvloop"), rate_pps=rate, targets=targets,
                     concurrency=concurrency, plan_note=getattr(options, "plan_note", None))
     scanner.init(options, ctx)
+    as_json = json_output()
     if as_json:
         ctx.console.quiet = True
     w = writer(ctx.db, table)
@@ -72,7 +72,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
     register_kdig(scan_app)  # scan dns-second-opinion (issue 24)
 
-    @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',), promise=promises.DNS_TTL)
+    @measurement(scan_app, "dns-ttl", tables=('dns_ttl_probe',), promise=promises.DNS_TTL, render_text=render_text)
     def dns_ttl(
         list_name: Optional[str] = list_option(help="Target list to scan."),
         top: Optional[int] = top_option(help="Only the first N targets."),
@@ -89,8 +89,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ns_qps: Optional[float] = typer.Option(None, "--ns-qps", help="Queries/s per nameserver, below etiquette.per_destination_pps (default: that limit alone)."),
         retries: int = typer.Option(2, "--retries", help="UDP retransmissions per query."),
         timeout: float = timeout_option(0.5, help="First retransmit timeout in seconds (then adaptive, doubled per retry)."),
-        as_json: bool = json_option(help="Print run id and counts as JSON."),
-    ) -> None:
+    ) -> dict:
         """Authoritative TTLs of A/AAAA records (thesis 2.4.2, Fig 2.5)."""
         from .store import ttl_rows
         from .ttl import QTYPES, TtlOptions, TtlScanner
@@ -113,11 +112,10 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                   "nameserver": ns and list(ns), "family": family, "types": list(types), "edns_payload": edns_payload,
                   "concurrency": concurrency, "rate": rate, "ns_qps": ns_qps, "retries": retries, "timeout": timeout}
         sc = TtlScanner()
-        res_json = _execute("dns-ttl", sc, opts, targets, params, lambda rid, o: ttl_rows(rid, o, types),
-                            "dns_ttl_probe", rate, concurrency, as_json)
-        _report(res_json, as_json)
+        return _execute("dns-ttl", sc, opts, targets, params, lambda rid, o: ttl_rows(rid, o, types),
+                        "dns_ttl_probe", rate, concurrency)
 
-    @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',), promise=promises.DNS_ECS)
+    @measurement(scan_app, "dns-ecs", tables=('dns_ecs_probe',), promise=promises.DNS_ECS, render_text=render_text)
     def dns_ecs(
         list_name: Optional[str] = list_option(help="Target list to scan."),
         top: Optional[int] = top_option(help="Only the first N targets."),
@@ -133,8 +131,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout: float = timeout_option(1.0, help="First retransmit timeout in seconds."),
         backend: str = typer.Option("native", "--backend",
                                     help="native (asyncio engine) or zdns (pinned zdns; exactly one --subnet)."),
-        as_json: bool = json_option(help="Print run id and counts as JSON."),
-    ) -> None:
+    ) -> dict:
         """EDNS Client Subnet scopes announced via a resolver (thesis 2.4.3)."""
         from .ecs import EcsOptions, EcsScanner, vantage_subnet
         from .store import ecs_rows
@@ -177,20 +174,19 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             sc: EcsScanner = ZdnsEcsScanner()
         else:
             sc = EcsScanner()
-        res_json = _execute("dns-ecs", sc, opts, targets, params,
-                            lambda rid, o: ecs_rows(rid, o, qt, res[0], nets), "dns_ecs_probe", rate, concurrency,
-                            as_json)
-        _report(res_json, as_json)
+        return _execute("dns-ecs", sc, opts, targets, params,
+                        lambda rid, o: ecs_rows(rid, o, qt, res[0], nets), "dns_ecs_probe", rate, concurrency)
 
 
-def _report(res: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(res))
-        return
+def render_text(res: Mapping[str, Any]) -> str:
+    """The text summary of dns-ttl and dns-ecs (the run path prints it): the counts as a
+    table, then what the query engine did."""
     t = Table("status", "targets", title=f"scan_run {res['run_id']}")
     for k, v in sorted(res["counts"].items()):
         t.add_row(k, str(v))
-    out.print(t)
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(t)
     e = res["engine"]
-    out.print(f"queries sent {e['sent']}, replies {e['replies']}, retransmits {e['retransmits']}, "
+    return (console.file.getvalue().rstrip("\n") + "\n"   # type: ignore[attr-defined]  # the StringIO above
+            + f"queries sent {e['sent']}, replies {e['replies']}, retransmits {e['retransmits']}, "
               f"timeouts {e['timeouts']}, TCP fallbacks {e['tcp']}, window cuts {e['window_cuts']}")

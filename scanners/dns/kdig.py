@@ -140,13 +140,11 @@ def run(ctx, server: tuple[str, int], names: list[str], subnets: list, qtype: st
 
 
 def register(scan_app) -> None:
-    import json
-
     import typer
 
     from netsurvey.errors import UsageError
     from netsurvey.measure import measurement
-    from netsurvey.options import json_option, list_option, rate_option, top_option
+    from netsurvey.options import list_option, rate_option, top_option
 
     from . import promises
 
@@ -160,8 +158,7 @@ def register(scan_app) -> None:
                                           "every name is also asked without ECS."),
         qtype: str = typer.Option("A", "--type", help="Record type asked (A or AAAA)."),
         rate: Optional[float] = rate_option(),
-        as_json: bool = json_option(help="Print run id and counts as JSON."),
-    ) -> None:
+    ) -> dict:
         """kdig (Knot) as an independent second opinion on TTLs, ECS echo/scope and minimal responses."""
         from netsurvey.clictx import open_scan
         from netsurvey.config import finite
@@ -190,5 +187,4 @@ def register(scan_app) -> None:
         counts = run(ctx, ns, hosts, nets, qt, client)
         counts["targets"] = len(hosts)
         ctx.counts.update(counts)
-        res = {"run_id": ctx.run.id, "counts": counts}
-        print(json.dumps(res) if as_json else f"scan_run {ctx.run.id}: {counts}")
+        return {"run_id": ctx.run.id, "counts": counts}

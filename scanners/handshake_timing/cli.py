@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 from typing import List, Optional
 
 import typer
@@ -66,7 +65,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         link_rtt_ms: Optional[float] = typer.Option(None, "--link-rtt-ms",
                                                     help="The path's configured RTT (testbed profile), stored per row."),
         timeout_s: float = timeout_option(5.0, help="Seconds one connection may take."),
-    ) -> None:
+    ) -> dict:
         """Connection set-up time and time to first byte: TCP vs TFO, TLS full vs resumed vs 0-RTT, QUIC."""
         from netsurvey.aio import run as aio_run
         from netsurvey.clictx import open_scan
@@ -115,4 +114,4 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             # one target at a time: timings of concurrent connections would measure each other
             counts = aio_run(run_scan(scanner, targets, store, concurrency=1, show_progress=False))
         ctx.counts.update(counts)
-        print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
+        return {"run_id": ctx.run.id, "counts": counts}

@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Iterable, Optional
 
 import typer
-from rich.console import Console
 
 from netsurvey.clictx import open_scan
 from netsurvey.errors import UsageError
@@ -16,7 +14,6 @@ from netsurvey.measure import measurement
 from netsurvey.options import (
     concurrency_option,
     duration_option,
-    json_option,
     list_option,
     port_option,
     rate_option,
@@ -24,6 +21,7 @@ from netsurvey.options import (
     timeout_option,
     top_option,
 )
+from netsurvey.runctx import json_output
 from netsurvey.scanning import ScanOutcome, ScanStatus, ScanTarget, run_scan
 from netsurvey.selection import (
     TargetSelection,
@@ -53,27 +51,25 @@ def _zmap_responders(ctx, cidr: str, port: int, rate: float) -> tuple[list[ScanT
                                                                    "blocked": found.blocked}
 
 
-def _finish(ctx, counts: dict, as_json: bool, extra: dict | None = None) -> None:
+def _finish(ctx, counts: dict) -> dict:
+    """The run's counts and its summary (the run path prints it)."""
     ctx.counts.update(counts)
-    if as_json:
-        print(json.dumps({"run_id": ctx.run.id, "counts": counts, **(extra or {})}))
-    else:
-        Console().print(f"run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return {"run_id": ctx.run.id, "counts": counts}
 
 
-def _run(scanner, targets: Iterable[ScanTarget], store, store_fn, concurrency: int, as_json: bool) -> dict:
+def _run(scanner, targets: Iterable[ScanTarget], store, store_fn, concurrency: int) -> dict:
     """Run the scan, store every outcome, close the writers (the run path ends the run:
     failed, or cancelled on Ctrl-C, if anything raises)."""
     logging.getLogger("quic").setLevel(logging.CRITICAL)  # aioquic logs failed handshakes itself
     from .handshake import settle_gc
 
     settle_gc()  # many short aioquic connections: see its docstring
-    counts = _run_inner(scanner, targets, store_fn, concurrency, as_json)
+    counts = _run_inner(scanner, targets, store_fn, concurrency)
     store.close()
     return counts
 
 
-def _run_inner(scanner, targets: Iterable[ScanTarget], store_fn, concurrency: int, as_json: bool) -> dict:
+def _run_inner(scanner, targets: Iterable[ScanTarget], store_fn, concurrency: int) -> dict:
     counts: dict[str, int] = {}
 
     def store(o: ScanOutcome) -> None:
@@ -88,7 +84,7 @@ def _run_inner(scanner, targets: Iterable[ScanTarget], store_fn, concurrency: in
             if t.address is None:
                 store(ScanOutcome(t, ScanStatus.RESOLUTION_FAILED, None, "no address"))
         resolved = [t for t in targets if t.address is not None]
-    asyncio.run(run_scan(scanner, resolved, store, concurrency=concurrency, show_progress=not as_json))
+    asyncio.run(run_scan(scanner, resolved, store, concurrency=concurrency, show_progress=not json_output()))
     return counts
 
 
@@ -96,7 +92,6 @@ _LIST = list_option(help="Target list name (see 'netsurvey targets list').")
 _TOP = top_option(help="Only the first N hostnames of the list.")
 _TARGETS = target_option(help="Extra target: [HOST@]ADDRESS[:PORT] or HOST (repeatable).")
 _PORT = port_option(443, help="UDP port (TCP port for the Alt-Svc request).")
-_JSON = json_option(help="Print run id and counts as JSON.")
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
@@ -107,8 +102,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                       concurrency: int = concurrency_option(100, help="Targets in flight."),
                       cidr: Optional[str] = typer.Option(None, "--cidr", help="Probe the addresses of a network (VN probe only: no hostname)."),
                       zmap: bool = typer.Option(False, "--zmap", help="With --cidr: Debian zmap's udp module sends the VN probe to the whole network first; only addresses that answered are probed."),
-                      rate: float = rate_option(10000.0, help="zmap packets per second (--zmap; at most etiquette.rate_pps)."),
-                      as_json: bool = _JSON) -> None:
+                      rate: float = rate_option(10000.0, help="zmap packets per second (--zmap; at most etiquette.rate_pps).")
+                      ) -> dict:
         """Which hosts speak QUIC: Version Negotiation probe, Alt-Svc h3, HTTPS DNS record (Table 6.2)."""
         from .scanner import DiscoverOptions, QuicDiscoverScanner
         from .store import QuicStore
@@ -133,8 +128,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicDiscoverScanner()
         sc.init(DiscoverOptions(timeout_s=timeout_s, port=port), ctx)
-        counts = _run(sc, targets, store, store.write_discovery, concurrency, as_json)
-        _finish(ctx, {**counts, **extra}, as_json)
+        counts = _run(sc, targets, store, store.write_discovery, concurrency)
+        return _finish(ctx, {**counts, **extra})
 
     @measurement(scan_app, "quic", tables=("quic_connection", 'quic_token', 'quic_ticket'), promise=promises.QUIC)
     def quic(list_name: Optional[str] = _LIST, top: Optional[int] = _TOP, target: list[str] = _TARGETS,
@@ -142,8 +137,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
              timeout: float = timeout_option(5.0, help="Per connection."),
              resume: bool = typer.Option(True, "--resume/--no-resume",
                                          help="Reconnect presenting the token and ticket (0-RTT)."),
-             concurrency: int = concurrency_option(50, help="Connections in flight."),
-             as_json: bool = _JSON) -> None:
+             concurrency: int = concurrency_option(50, help="Connections in flight.")) -> dict:
         """QUIC handshakes: version, ALPN, transport parameters, Retry, NEW_TOKEN tokens, tickets, certificate."""
         from .records import ConnectOptions
         from .scanner import QuicHandshakeScanner, store_handshake
@@ -157,8 +151,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         store = QuicStore(ctx.db, ctx.run.id)
         sc = QuicHandshakeScanner()
         sc.init((ConnectOptions(timeout_s=timeout_s, user_agent=user_agent(ctx.config.etiquette)), resume), ctx)
-        counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency, as_json)
-        _finish(ctx, counts, as_json)
+        counts = _run(sc, targets, store, lambda o: store_handshake(store, o), concurrency)
+        return _finish(ctx, counts)
 
     @measurement(scan_app, "quic-turnover", tables=('quic_turnover_host', 'quic_connection', 'quic_token', 'quic_ticket',
                                                    'quic_turnover_event'), promise=promises.QUIC_TURNOVER)
@@ -174,8 +168,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                       hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", min=1, help="Addresses probed at once."),
                       concurrency: int = concurrency_option(100, help="Connections in flight."),
                       resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run "
-                                                           "(its own targets and options)."),
-                      as_json: bool = _JSON) -> None:
+                                                           "(its own targets and options).")) -> dict:
         """Repeated connections: token/ticket acceptance lifetimes (each age with state never presented before) and key turnover per host."""
         from .records import ConnectOptions, TurnoverOptions
         from .turnover_run import params, resume_turnover, run_turnover
@@ -191,10 +184,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             ctx = reopen()
             opts = TurnoverOptions(p["every_s"], p["for_s"], ConnectOptions(
                 timeout_s=p["timeout_s"], user_agent=user_agent(ctx.config.etiquette)))
-            res = run_turnover(ctx, targets, opts, slots=p["slots"], hosts_in_flight=p["hosts_in_flight"],
-                               concurrency=p["concurrency"], resumed_from=resume)
-            _print_result(res, as_json)
-            return
+            return run_turnover(ctx, targets, opts, slots=p["slots"], hosts_in_flight=p["hosts_in_flight"],
+                                concurrency=p["concurrency"], resumed_from=resume)
         every_s, duration_s = every, duration
         timeout_s = timeout
         if duration_s < every_s:
@@ -216,12 +207,4 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         packages=("aioquic",), targets=targets, concurrency=concurrency)
         opts = TurnoverOptions(every_s, duration_s, ConnectOptions(timeout_s=timeout_s,
                                                                    user_agent=user_agent(ctx.config.etiquette)))
-        res = run_turnover(ctx, targets, opts, slots=slots, hosts_in_flight=hosts_in_flight, concurrency=concurrency)
-        _print_result(res, as_json)
-
-
-def _print_result(res: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(res))
-    else:
-        Console().print(f"run {res['run_id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(res["counts"].items())))
+        return run_turnover(ctx, targets, opts, slots=slots, hosts_in_flight=hosts_in_flight, concurrency=concurrency)

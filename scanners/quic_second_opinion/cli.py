@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 from typing import List
 
@@ -11,7 +10,7 @@ import typer
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
+from netsurvey.options import concurrency_option, port_option, timeout_option
 from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
@@ -30,8 +29,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         port: int = port_option(443, help="UDP port."),
         timeout_s: float = timeout_option(10.0, help="Seconds one client run (one connection) may take."),
         concurrency: int = concurrency_option(4, help="Targets in flight."),
-        as_json: bool = json_option(help="Print the run id and counts as JSON."),
-    ) -> None:
+    ) -> dict:
         """ngtcp2's own client (Debian ngtcp2-client, GnuTLS; not aioquic) as a second opinion
         on `scan quic-discover` / `scan quic`: Version Negotiation, Retry, NEW_TOKEN count,
         tickets, resumption and 0-RTT, three connections per target."""
@@ -65,10 +63,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                              "success" if f.value is not None else "application-error", f.error))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
         ctx.counts.update(counts)
-        if as_json:
-            print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
-        else:
-            print(f"quic-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        return {"run_id": ctx.run.id, "counts": counts}
 
 
 def _client_version() -> str:

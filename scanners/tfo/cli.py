@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 from typing import Any, Optional
 
 import typer
@@ -12,7 +11,8 @@ from netsurvey.clictx import list_db, open_scan
 from netsurvey.config import finite
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import duration_option, json_option, list_option, port_option, rate_option, top_option
+from netsurvey.options import duration_option, list_option, port_option, rate_option, top_option
+from netsurvey.runctx import json_output
 from netsurvey.selection import TargetSelection, network_targets, responders
 
 from . import promises
@@ -42,13 +42,6 @@ def _nameservers(ns: Optional[str]) -> Optional[list[str]]:
     return [ns]
 
 
-def _print(result: dict, as_json: bool, text: str) -> None:
-    if as_json:
-        print(json.dumps(result, default=str))
-    else:
-        Console().print(text)
-
-
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
     @measurement(scan_app, "tfo", tables=('tfo_probe', 'tfo_kernel_check'), promise=promises.TFO)
     def scan_tfo(
@@ -65,8 +58,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server instead of the system resolver."),
         zmap: bool = typer.Option(False, "--zmap", help="With --cidr: find addresses with the port open with Debian's zmap first, then TFO-probe only those."),
         senders: int = typer.Option(1, "--senders", min=1, help="Sending processes, one per CPU, at most as many as CPUs (--rate is split between them)."),
-        as_json: bool = json_option(help="Print the run summary as JSON."),
-    ) -> None:
+    ) -> dict:
         """Which targets support TCP Fast Open (SYN with a cookie request; thesis Table 3.1)."""
         from .scanner import TfoOptions
         from .survey import new_seed, support_scan
@@ -104,12 +96,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             found = zmap_discover(cidr, port, ctx.policy, rate=rate, cooldown=cooldown)  # type: ignore[arg-type]  # --zmap needs --cidr
             targets = responders(found.open, port)
         counts = support_scan(ctx, TfoOptions(rate, cooldown, seed, experimental, senders), targets, failed,
-                              kernel_sample=kernel_sample, show_progress=not as_json)
+                              kernel_sample=kernel_sample, show_progress=not json_output())
         if found is not None:   # what zmap did, kept with the run's counts
             counts.update({"zmap-sent": found.sent, "zmap-open": len(found.open), "blocked": found.blocked})
         ctx.counts.update(counts)
-        _print({"run_id": ctx.run.id, "counts": counts}, as_json,
-               f"tfo run {ctx.run.id}: {counts.get('tfo', 0)} targets with TFO; {counts}")
+        return {"run_id": ctx.run.id, "counts": counts}
 
     @measurement(scan_app, "tfo-lb", tables=('tfo_probe',), promise=promises.TFO_LB)
     def scan_tfo_lb(
@@ -126,8 +117,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         resume: Optional[int] = typer.Option(None, "--resume", help="Continue the survey of this run id after a restart."),
         seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
         stop_after: Optional[int] = typer.Option(None, "--stop-after", min=1, hidden=True, help="Stop after this round (tests of --resume)."),
-        as_json: bool = json_option(help="Print the run summary as JSON."),
-    ) -> None:
+    ) -> dict:
         """Load-balancing survey: re-resolve and probe each hostname once per round (Fig 3.2, 3.3)."""
         from netsurvey.scanning import ScanContext
         from netsurvey.targets import Target
@@ -187,12 +177,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ctx.run.final_counts = lambda: {"rounds_done": _done(ctx)}
         if stop_after is not None:
             ctx.run.outcome = "cancelled"   # stopped on purpose (tests of --resume)
-        counts = lb_survey(ctx, opts, plan, show_progress=not as_json, log=err.print, stop_after=stop_after)
+        counts = lb_survey(ctx, opts, plan, show_progress=not json_output(), log=err.print, stop_after=stop_after)
         status = "finished" if counts["rounds_done"] >= plan.rounds else "cancelled"
         ctx.counts.update(counts)
         ctx.run.outcome = status
-        _print({"run_id": ctx.run.id, "status": status, "counts": counts}, as_json,
-               f"tfo-lb run {ctx.run.id} ({status}): {counts}")
+        return {"run_id": ctx.run.id, "status": status, "counts": counts}
 
     @measurement(scan_app, "tfo-reuse", tables=('tfo_reuse',), promise=promises.TFO_REUSE)
     def scan_tfo_reuse(
@@ -208,8 +197,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ipv6: bool = typer.Option(False, "--ipv6", help="Include AAAA addresses."),
         nameserver: Optional[str] = typer.Option(None, "--nameserver", help="Resolve through this server."),
         seed: Optional[int] = typer.Option(None, "--seed", help="64-bit matching key (default: random)."),
-        as_json: bool = json_option(help="Print the run summary as JSON."),
-    ) -> None:
+    ) -> dict:
         """Do a hostname's addresses accept each other's cookies? SYN+data with A's cookie to B (and A)."""
         import asyncio
 
@@ -225,8 +213,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if cookies_from is not None:
             from .represent import represent_cli
 
-            represent_cli(db, cookies_from, port, rate, cooldown, seed, as_json, _print)
-            return
+            return represent_cli(db, cookies_from, port, rate, cooldown, seed)
         chosen = list(TargetSelection(list_name, top, port=port, ipv6=ipv6).items(None))
         resolved, _ = asyncio.run(resolve_names(chosen, ipv6=ipv6, nameservers=_nameservers(nameserver)))
         addresses: dict[str, list[str]] = {t.hostname: [] for t in chosen}  # type: ignore[misc]  # a list's names
@@ -244,7 +231,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         targets=reuse_targets(addresses, port), rate_pps=rate or None)
         counts = reuse_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), addresses, port)
         ctx.counts.update(counts)
-        _print({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")
+        return {"run_id": ctx.run.id, "counts": counts}
 
 
 def _done(ctx) -> int:

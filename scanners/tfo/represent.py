@@ -34,8 +34,8 @@ def held_cookies(db, run_id: int) -> list[tuple[Optional[str], str, bytes]]:
     return [(h, a, bytes(c)) for h, a, c in rows]
 
 
-def represent_cli(db, run_id: int, port: int, rate: float, cooldown: float, seed: Optional[int], as_json: bool,
-                  print_fn) -> None:
+def represent_cli(db, run_id: int, port: int, rate: float, cooldown: float, seed: Optional[int]) -> dict:
+    """Run ``--cookies-from RUN``; returns the summary (the run path prints it)."""
     from .scanner import TfoOptions
     from .survey import new_seed, represent_scan
 
@@ -45,4 +45,4 @@ def represent_cli(db, run_id: int, port: int, rate: float, cooldown: float, seed
                     targets=sorted({a for _, a, _ in held}), rate_pps=rate or None)
     counts = represent_scan(ctx, TfoOptions(ctx.limiter.rate, cooldown, seed), held, port, run_id)
     ctx.counts.update(counts)
-    print_fn({"run_id": ctx.run.id, "counts": counts}, as_json, f"tfo-reuse run {ctx.run.id}: {counts}")
+    return {"run_id": ctx.run.id, "counts": counts}

@@ -1,20 +1,18 @@
 """CLI: ``netsurvey scan tls``, ``tls-lifetime``, ``tls-shared``, ``tls-zgrab``."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional
 
 import typer
 
 from netsurvey.errors import UsageError
-from netsurvey.measure import measurement
+from netsurvey.measure import measurement, text_summary
 from netsurvey.options import (
     concurrency_option,
     deadline_option,
     duration_option,
-    json_option,
     list_option,
     port_option,
     target_option,
@@ -47,24 +45,26 @@ def _mechanisms(text: str) -> tuple[str, ...]:
 TARGETS = TargetSpelling("HOST[=ADDRESS]", names=True, pair="=")
 
 
-def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str]) -> list[tuple[Optional[int], str, Optional[str]]]:
+def _hosts(list_name: Optional[str], top: Optional[int], targets: List[str], *,
+           every_shard: bool = False) -> list[tuple[Optional[int], str, Optional[str]]]:
     """(rank, hostname, fixed address) of the --target entries, then the list's: the one
     builder's items (:mod:`netsurvey.selection`) held as the tls-lifetime, tls-shared and
-    tls-zgrab runs keep them."""
-    items = TargetSelection(list_name, top, tuple(targets)).items(TARGETS, targets_first=True)
+    tls-zgrab runs keep them (in a shard the shard's share, or with ``every_shard`` all of
+    them: tls-shared shares out its origins, each paired with every host)."""
+    items = TargetSelection(list_name, top, tuple(targets)).items(TARGETS, targets_first=True,
+                                                                   every_shard=every_shard)
     return [(t.rank, t.hostname, t.address) for t in items]  # type: ignore[misc]  # TARGETS: every entry named
 
 
-def _print(summary: dict, as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps(summary, sort_keys=True, default=str))
-    else:
-        typer.echo(" ".join(f"{k}={v}" for k, v in summary.items()))
+def _render_survey(result: Mapping[str, Any]) -> str:
+    """scan tls's text summary: one line per run (``--repeat`` makes several)."""
+    runs = result.get("runs")
+    return "\n".join(text_summary("tls", r) for r in runs) if isinstance(runs, list) else text_summary("tls", result)
 
 
 def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
-    @measurement(scan_app, "tls", tables=('tls_handshake',), promise=promises.TLS)
+    @measurement(scan_app, "tls", tables=('tls_handshake',), promise=promises.TLS, render_text=_render_survey)
     def scan_tls(
         list_name: Optional[str] = list_option(help="Target list to scan (newest import)."),
         top: Optional[int] = top_option(help="Only the first N ranks."),
@@ -81,8 +81,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         concurrency: int = concurrency_option(100, help="Targets in flight."),
         repeat: int = typer.Option(1, "--repeat", min=1, help="Rounds (one scan_run each), for key_name rotation (Fig 4.10)."),
         interval: float = duration_option(0.0, "--interval", allow_zero=True, help="Time between round starts with --repeat."),
-        as_json: bool = json_option(help="Print a JSON summary."),
-    ):
+    ) -> dict:
         """TLS handshake survey: session IDs, tickets (key_name, lifetime), certificates (Fig 4.5-4.7, 4.10)."""
         from .results import TlsOptions
         from .run import run_survey
@@ -99,7 +98,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             runs.append(run_survey(hosts, opts, concurrency=concurrency, list_name=list_name))
             if i + 1 < repeat:
                 time.sleep(max(0.0, interval - (time.monotonic() - t0)))
-        _print(runs[0] if repeat == 1 else {"runs": runs}, as_json)
+        return runs[0] if repeat == 1 else {"runs": runs}
 
     @measurement(scan_app, "tls-lifetime", tables=('tls_resumption',), promise=promises.TLS_LIFETIME)
     def scan_tls_lifetime(
@@ -122,8 +121,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         hosts_in_flight: int = typer.Option(1000, "--hosts-in-flight", min=1, help="Targets searched at once."),
         resume: Optional[int] = typer.Option(None, "--resume", help="Continue this interrupted run (its own "
                                              "targets and options)."),
-        as_json: bool = json_option(help="Print a JSON summary."),
-    ):
+    ) -> dict:
         """Measured maximum resumption lifetime per host and mechanism (Fig 4.6 measured, Fig 4.8)."""
         from .lifetime import LifetimeOptions
         from .run import resume_lifetime, run_lifetime
@@ -131,8 +129,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if resume is not None:
             if list_name or target:
                 raise UsageError("--resume takes the run's own targets: give no --list/--target")
-            _print(resume_lifetime(resume), as_json)
-            return
+            return resume_lifetime(resume)
 
         ma, st = max_age, step
         if st > ma:
@@ -140,8 +137,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         opts = LifetimeOptions(max_age=ma, step=st, mechanisms=_mechanisms(mechanism), versions=_versions(tls),
                                chain=chain, stop_on_refusal=not keep_going, timeout=timeout, verify=not no_verify)
         hosts = _hosts(list_name, top, target)
-        _print(run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=sessions,
-                            hosts_in_flight=hosts_in_flight), as_json)
+        return run_lifetime(hosts, opts, port=port, ipv6=ipv6, concurrency=concurrency, slots=sessions,
+                            hosts_in_flight=hosts_in_flight)
 
     @measurement(scan_app, "tls-shared", tables=('tls_resumption', 'tls_shared_group'), promise=promises.TLS_SHARED)
     def scan_tls_shared(
@@ -151,8 +148,9 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         groups: Optional[Path] = typer.Option(None, "--groups", dir_okay=False,
                                               help="CSV 'group,hostname': pairs only within each group "
                                                    "(e.g. a site's domain tree)."),
-        shard: str = typer.Option("0/1", "--shard", help="I/N: this worker's share of the origin hosts."),
-        merge: List[int] = typer.Option([], "--merge", help="Only compute groups from these runs' attempts."),
+        merge: List[int] = typer.Option([], "--merge", help="Only compute groups from these runs' attempts "
+                                        "(e.g. of a run made with --shards/--procs, whose shards each probe "
+                                        "their share of the origins and compute no groups)."),
         mechanism: str = typer.Option("id,ticket", "--mechanism", help="id, ticket or id,ticket."),
         tls: str = typer.Option("1.2,1.3", "--tls", help="Versions: 1.2, 1.3 or 1.2,1.3."),
         family: int = typer.Option(4, "--family", help="Address family of the pairs: 4 or 6."),
@@ -160,18 +158,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         timeout: float = timeout_option(5.0, help="Seconds per connect / read."),
         no_verify: bool = typer.Option(False, "--no-verify", help="Accept any certificate."),
         concurrency: int = concurrency_option(100, help="Handshakes in flight."),
-        as_json: bool = json_option(help="Print a JSON summary."),
-    ):
+    ) -> dict:
         """Cross-host resumption: shared-state groups, SAN groups and their union (Fig 4.9, Table 5.3)."""
         from .run import read_groups, run_shared
         from .shared import SharedOptions
 
-        try:
-            i, n = (int(x) for x in shard.split("/"))
-            if not (n >= 1 and 0 <= i < n):
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"--shard: expected I/N with 0 <= I < N, got {shard!r}") from None
         if family not in (4, 6):
             raise UsageError("--family must be 4 or 6")
         group_map = read_groups(groups) if groups else None
@@ -179,11 +170,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
             hosts: list[tuple[Optional[int], str, Optional[str]]]
             hosts = [(None, h, None) for h in sorted({h for g in group_map.values() for h in g})]
         else:
-            hosts = _hosts(list_name, top, target)
-        opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls), shard=(i, n),
+            hosts = _hosts(list_name, top, target, every_shard=True)   # the pairs' B side: every host
+        opts = SharedOptions(mechanisms=_mechanisms(mechanism), versions=_versions(tls),
                              timeout=timeout, verify=not no_verify)
-        _print(run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
-                          concurrency=concurrency), as_json)
+        return run_shared(hosts, opts, group_map=group_map, merge=tuple(merge), family=family, port=port,
+                          concurrency=concurrency)
 
     @measurement(scan_app, "tls-zgrab", kind="tls", tables=('tls_handshake',), promise=promises.TLS_ZGRAB)
     def scan_tls_zgrab(
@@ -193,12 +184,11 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         ingest: Optional[Path] = typer.Option(None, "--ingest", dir_okay=False, help="Import this zgrab2 JSON-lines file instead of running zgrab2 (- reads stdin)."),
         senders: int = typer.Option(100, "--senders", min=1, help="zgrab2 -s."),
         ipv6: bool = typer.Option(True, "--ipv6/--no-ipv6", help="Also probe IPv6 addresses."),
-        as_json: bool = json_option(help="Print a JSON summary."),
-    ):
+    ) -> dict:
         """Bulk TLS 1.2 ticket survey with zgrab2 (pinned), ingested into tls_handshake."""
         from .zgrab import run_zgrab
 
         if ingest is not None and str(ingest) != "-" and not ingest.exists():
             raise UsageError(f"{ingest}: file not found")
         hosts = _hosts(list_name, top, target) if ingest is None else []
-        _print(run_zgrab(hosts, ingest=ingest, senders=senders, ipv6=ipv6), as_json)
+        return run_zgrab(hosts, ingest=ingest, senders=senders, ipv6=ipv6)

@@ -240,6 +240,18 @@ def _store_groups(db, run_id: int, groups: dict[str, list[list[str]]]) -> None:
 
 def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[str, list[str]]], merge: tuple[int, ...],
                family: int, port: int, concurrency: int) -> dict:
+    """The shared-state probe. In a shard of the run path (``--shards`` / ``--procs``) this
+    process probes its share of the origins (:func:`origins_of_shard`), each against every
+    host, and computes no groups: they need every shard's attempts and nothing runs after
+    the last shard; ``--merge RUN`` computes them (from that run's attempts) afterwards."""
+    from netsurvey import shard
+
+    spec = shard.current()
+    part = (spec.index, spec.count) if spec is not None else (0, 1)
+    if merge and spec is not None:
+        raise UsageError("--merge computes groups from finished runs: run it without --shards/--procs")
+    if spec is not None:
+        shard.mark_filtered()   # this shard's share is its origins (the hosts are every shard's)
     params = {"hosts": len(hosts), "groups": len(group_map) if group_map else None, "merge": list(merge),
               "family": family, "port": port, **opts.__dict__}
     ctx = open_scan(params, packages=("cryptography",), targets=_shared_plan(hosts, port, family),
@@ -256,7 +268,8 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
             targets, failed = await expand_targets(hosts, port, family == 6)
             ok, blocked = _allowed(ctx, _pick_family(targets, family))
             by_host: dict[str, ScanTarget] = {t.hostname: t for t in ok}  # type: ignore[misc]  # names
-            counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
+            if part[0] == 0:   # every shard sees every host: counted once (the run's counts are the shards' sums)
+                counts.update(hosts=len(by_host), blocked=blocked, unresolved=len(failed))
             probe = SharedProbe(opts, emit, concurrency, limiter=ctx.limiter)
             if merge:
                 await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
@@ -266,16 +279,18 @@ def run_shared(hosts: Hosts, opts: SharedOptions, *, group_map: Optional[dict[st
             else:
                 peers = {h: sorted({b for g in group_map.values() if h in g for b in g if b != h and b in by_host})
                          for h in by_host}
-            origins = origins_of_shard(list(by_host), opts.shard)
+            origins = origins_of_shard(list(by_host), part)
+            counts["origins"] = len(origins)
             try:
                 await asyncio.gather(*(probe.probe_origin(by_host[a], [by_host[b] for b in peers[a]])
                                        for a in origins))
-                await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
+                if spec is None:   # the certificates' SANs, for the groups computed below
+                    await asyncio.gather(*(probe.san_of(t) for t in by_host.values()))
             finally:
                 probe.close()
             return probe
         probe = asyncio.run(go())
-    if merge or opts.shard[1] == 1:
+    if spec is None:
         runs = merge or (ctx.run.id,)
         groups = groups_from_db(ctx.db, runs, probe.sans.keys() | set(_hosts_of(hosts)), probe.sans)
         _store_groups(ctx.db, ctx.run.id, groups)

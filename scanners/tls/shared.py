@@ -4,9 +4,11 @@ every ordered pair (A, B) within a set or within each group; the connected compo
 the successful resumptions are the shared-state groups. Certificate SAN lists give the
 trust groups, and the union of both edge sets gives Table 5.3's combined groups.
 
-Sharding: origins are numbered in sorted order and shard i of n takes origins with
-index % n == i, so every shard reuses its origins' sessions; ``groups_from_db`` merges
-the attempts of all shard runs.
+Sharding (the run path's ``--shards N`` / ``--procs N``): origins are numbered in sorted
+order and shard i of n takes origins with index % n == i, each paired with every host, so
+every shard reuses its origins' sessions. The groups need every shard's attempts: no hook
+runs after the last shard commits, so a sharded run computes none, and
+``scan tls-shared --merge RUN`` computes them afterwards (``groups_from_db``).
 """
 from __future__ import annotations
 
@@ -28,7 +30,6 @@ class SharedOptions:
 
     :ivar mechanisms: 'id' (TLS 1.2, tickets disabled) and/or 'ticket'.
     :ivar versions: TLS versions.
-    :ivar shard: (index, count) of this worker's share of the origins.
     :ivar timeout: seconds per connect/read; each handshake is also bounded overall by
         2 x timeout (engine.default_deadline).
     :ivar verify: verify certificates (B's certificate for SNI B).
@@ -36,7 +37,6 @@ class SharedOptions:
 
     mechanisms: tuple[str, ...] = ("id", "ticket")
     versions: tuple[str, ...] = ("1.2", "1.3")
-    shard: tuple[int, int] = (0, 1)
     timeout: float = 5.0
     verify: bool = True
 
@@ -109,6 +109,7 @@ class SharedProbe(PacedHandshakes):
 
 
 def origins_of_shard(hosts: list[str], shard: tuple[int, int]) -> list[str]:
+    """Shard ``(i, n)``'s origins: every n-th host in sorted order, from the i-th."""
     i, n = shard
     return [h for k, h in enumerate(sorted(hosts)) if k % n == i]
 

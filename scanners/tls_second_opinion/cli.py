@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 import shutil
 from typing import List, Optional
@@ -12,7 +11,7 @@ import typer
 
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement
-from netsurvey.options import concurrency_option, json_option, port_option, timeout_option
+from netsurvey.options import concurrency_option, port_option, timeout_option
 from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
@@ -45,8 +44,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         sslyze_timeout_s: float = typer.Option(120.0, "--sslyze-timeout",
                                                help="Seconds one sslyze run may take (its ~25 connections are paced "
                                                     "by the etiquette's rate limits)."),
-        as_json: bool = json_option(help="Print the run id and counts as JSON."),
-    ) -> None:
+    ) -> dict:
         """gnutls-cli --resume (another TLS stack): ticket resumption (TLS 1.2, 1.3) and
         session-ID resumption (TLS 1.2) per target, as a second opinion on `scan tls`;
         --client testssl adds testssl.sh's resumption verdicts and ticket lifetime hint, each
@@ -115,10 +113,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                              v.connections))
             counts = asyncio.run(run_scan(scanner, targets, write, concurrency=concurrency, show_progress=False))
         ctx.counts.update(counts)
-        if as_json:
-            print(json.dumps({"run_id": ctx.run.id, "counts": counts}))
-        else:
-            print(f"tls-second-opinion run {ctx.run.id}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        return {"run_id": ctx.run.id, "counts": counts}
 
     def _target(text: str, port: int):
         from .testssl import hostname_ok

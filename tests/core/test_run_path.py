@@ -24,8 +24,9 @@ def declared(db, monkeypatch):
     monkeypatch.setattr(state, "_config", None)
     names: list[str] = []
 
-    def declare(name: str, body, kind=None):
-        measure.measurement(typer.Typer(), name, contacts_network=False, kind=kind)(body)
+    def declare(name: str, body, kind=None, render_text=None, group=None):
+        measure.measurement(group or typer.Typer(), name, contacts_network=False, kind=kind,
+                            render_text=render_text)(body)
         names.append(name)
         return measure.registry()[name]
 
@@ -52,7 +53,9 @@ def test_returning_finishes_the_run_with_its_counts_under_the_declared_kind(db, 
 
 
 def test_a_second_engine_records_runs_under_its_declared_kind(db, declared):
-    _run(declared("rp-engine", lambda: open_scan({}), kind="rp-shared-kind"))
+    def body() -> None:
+        open_scan({})
+    _run(declared("rp-engine", body, kind="rp-shared-kind"))
     assert _runs(db) == [("rp-shared-kind", "finished", {})]
 
 
@@ -193,3 +196,136 @@ def test_a_failed_runs_error_never_holds_a_password(db, declared, text):
         _run(declared("rp-secret", body))
     [(_, status, counts)] = _runs(db)
     assert status == "failed" and "s3cr3t" not in counts["error"], counts
+
+
+# -- the summary: printed once, by the run path -------------------------------------------
+def _stdout_of(m, capsys, **params) -> list[str]:
+    capsys.readouterr()
+    measure.run_inline(RunContext(measurement=m.name), m, params)
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_run_path_prints_the_returned_summary_once_as_json_or_text(db, declared, capsys):
+    """One returned result, two forms: --json prints it as exactly one JSON line with the
+    same keys and values (extra fields kept); text prints exactly one line. A measurement
+    that printed its summary itself as well, or a run path that printed it twice or not at
+    all, fails here."""
+    import json
+
+    def body():
+        ctx = open_scan({})
+        ctx.counts.update(success=2, timeout=1)
+        return {"run_id": ctx.run.id, "counts": dict(ctx.counts), "engine": {"sent": 3}}
+    m = declared("rp-summary", body)
+    out = _stdout_of(m, capsys, as_json=True)
+    run_id = q_last_run(db)
+    assert len(out) == 1, out
+    assert json.loads(out[0]) == {"run_id": run_id, "counts": {"success": 2, "timeout": 1}, "engine": {"sent": 3}}
+    out = _stdout_of(m, capsys, as_json=False)
+    assert out == [f"rp-summary run {q_last_run(db)}: success 2, timeout 1"], out
+    # printed after the run ended: the summary never shows a run still 'running'
+    assert [s for _, s, _ in _runs(db)] == ["finished", "finished"]
+
+
+def test_a_measurement_returning_nothing_is_summed_up_from_its_counts(db, declared, capsys):
+    import json
+
+    def body():
+        open_scan({}).counts.update(probed=4)
+    m = declared("rp-summary-counts", body)
+    out = _stdout_of(m, capsys, as_json=True)
+    assert [json.loads(ln) for ln in out] == [{"run_id": q_last_run(db), "counts": {"probed": 4}}], out
+    assert _stdout_of(m, capsys) == [f"rp-summary-counts run {q_last_run(db)}: probed 4"]
+
+
+def test_render_text_shapes_the_text_only_and_json_stays_the_result(db, declared, capsys):
+    import json
+
+    def body():
+        ctx = open_scan({})
+        return {"run_id": ctx.run.id, "rows": [{"a": 1}, {"a": 2}]}
+    m = declared("rp-summary-table", body, render_text=lambda r: "\n".join(f"row a={x['a']}" for x in r["rows"]))
+    assert _stdout_of(m, capsys) == ["row a=1", "row a=2"]
+    out = _stdout_of(m, capsys, as_json=True)
+    assert len(out) == 1 and json.loads(out[0])["rows"] == [{"a": 1}, {"a": 2}], out
+
+
+def test_no_summary_for_a_dry_run_a_failure_or_a_command_without_a_run(db, declared, capsys):
+    from netsurvey.runctx import DryRunDone
+
+    def dry():
+        raise DryRunDone("rp")
+
+    def fails():
+        open_scan({})
+        raise UsageError("bad")
+    assert _stdout_of(declared("rp-no-run", lambda: None), capsys, as_json=True) == []
+    assert _stdout_of(declared("rp-dry", dry), capsys, as_json=True) == []
+    with pytest.raises(UsageError):
+        _stdout_of(declared("rp-fails", fails), capsys, as_json=True)
+    assert capsys.readouterr().out == ""
+
+
+def test_json_is_the_run_paths_shared_option(db, declared):
+    """--json is added by the declaration (in --help, parsed like any option) and reaches
+    the run path; a measurement may not declare it again."""
+    import json
+
+    from typer.testing import CliRunner
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        pass
+
+    def body():
+        ctx = open_scan({})
+        ctx.counts["n"] = 1
+        from netsurvey.runctx import json_output
+        return {"run_id": ctx.run.id, "json_seen": json_output()}
+    declared("rp-json-opt", body, group=app)
+    r = CliRunner().invoke(app, ["rp-json-opt", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip()) == {"run_id": q_last_run(db), "json_seen": True}
+    assert "--json" in CliRunner().invoke(app, ["rp-json-opt", "--help"]).stdout
+
+    def own_json(as_json: bool = typer.Option(False, "--json")):
+        pass
+    with pytest.raises(RuntimeError, match="reserved for the run path"):
+        declared("rp-own-json", own_json)
+
+
+def test_no_measurement_prints_its_own_json_summary():
+    """Only the run path prints a measurement's summary: no print/echo of json.dumps in a
+    plugin package, except the few commands that are not measurements (atlas fetch and
+    asmap print their own results) and the observer's record stream."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    allowed = {("atlas/cli.py", "fetch_cmd"), ("atlas/cli.py", "asmap_cmd"), ("browser_probes/observer.py", "*")}
+    found = []
+    for pkg in ("scanners", "browser_probes", "atlas"):
+        for f in (root / pkg).rglob("*.py"):
+            rel = str(f.relative_to(root))
+            if "/tests/" in rel or rel.endswith("demo.py") or (rel, "*") in allowed:
+                continue
+            tree = ast.parse(f.read_text())
+            for top in tree.body:
+                for node in ast.walk(top):
+                    if not (isinstance(node, ast.Call) and any(
+                            isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "dumps"
+                            for a in node.args)):
+                        continue
+                    fn = node.func
+                    name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                    where = getattr(top, "name", "")
+                    if name in ("print", "echo") and (rel, where) not in allowed:
+                        found.append(f"{rel}:{node.lineno} (in {where})")
+    assert not found, "\n".join(found)
+
+
+def q_last_run(db) -> int:
+    with psycopg.connect(db.dsn) as c:
+        return c.execute("SELECT max(id) FROM scan_run").fetchone()[0]

@@ -51,7 +51,7 @@ def lists(monkeypatch):
     sizes = {"top5": 5, "big": 1_000_000}
     made: list[tuple[str, int | None, FakeList]] = []
 
-    def stream_targets(db, name, top=None):
+    def stream_targets(db, name, top=None, *, every_shard=False):   # outside a shard: the same either way
         if name not in sizes:
             raise UsageError(f"no target list named {name!r} (import one with 'netsurvey targets import')")
         s = FakeList(sizes[name], top)

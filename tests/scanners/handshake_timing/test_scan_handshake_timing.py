@@ -65,7 +65,7 @@ def _scan(db, cfg, tmp_path, *args):
     r = run_cli("testbed", "timing", "exec", "--", "chrt", "-f", "5", sys.executable, "-m", "netsurvey.cli",
                 "--dsn", db.dsn,
                 "--config", str(conf), "scan", "handshake-timing", "--target", f"{cfg.timing.hostname}={cfg.timing.server_v4}",
-                *args, timeout=300)
+                "--json", *args, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
 
@@ -182,7 +182,7 @@ def test_handshake_timing_tcp_on_a_local_listener(db, tmp_path):
     cfg = tmp_path / "survey.toml"
     cfg.write_text('[etiquette]\nallow = ["127.0.0.1/32"]\n')
     r = run_cli("--config", str(cfg), "scan", "handshake-timing", "--target", "127.0.0.1", "--methods", "tcp",
-                "--samples", "2", "--tcp-port", str(port), dsn=db.dsn)
+                "--samples", "2", "--tcp-port", str(port), "--json", dsn=db.dsn)
     assert r.returncode == 0, r.stderr
     run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
     with db.connect() as conn:
@@ -285,7 +285,7 @@ def test_table_5_7_on_the_shared_tls_hosts_matches_their_configuration(testbed, 
     conf.write_text('[etiquette]\nallow = ["198.18.2.0/24"]\n')
     r = run_cli("testbed", "exec", "--", sys.executable, "-m", "netsurvey.cli", "--dsn", db.dsn, "--config", str(conf),
                 "scan", "handshake-timing", "--list", "t57", "--methods",
-                "tls13_full,tls13_psk,tls13_0rtt,tls12_id,tls12_ticket", "--samples", "1", "--timeout", "2")
+                "tls13_full,tls13_psk,tls13_0rtt,tls12_id,tls12_ticket", "--samples", "1", "--timeout", "2", "--json")
     assert r.returncode == 0, r.stderr
     run_id = json.loads(r.stdout.strip().splitlines()[-1])["run_id"]
     with db.connect() as conn:

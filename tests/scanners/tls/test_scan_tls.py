@@ -114,7 +114,7 @@ def test_bad_input_is_one_line_exit_2(db):
                  ["scan", "tls"],
                  ["scan", "tls", "--target", "a.test", "--tls13-request", "POST"],
                  ["scan", "tls-lifetime", "--target", "a.test", "--max-age", "5", "--step", "10"],
-                 ["scan", "tls-shared", "--target", "a.test", "--shard", "3/2"]):
+                 ["scan", "tls-shared", "--target", "a.test", "--family", "5"]):
         p = run_cli(*args, dsn=db.dsn)
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
@@ -270,12 +270,16 @@ def test_shared_groups_exactly_configured(db, testbed, tmp_path):
                                                              for a in g for b in g if a != b]) if len(g) > 1]
     assert groups(out["run_id"], "union") == sorted(union)
 
-    # IPv6, sharded over two workers, merged
-    r0 = scan(db, "tls-shared", "--list", "tb", "--family", "6", "--shard", "0/2")["run_id"]
-    r1 = scan(db, "tls-shared", "--list", "tb", "--family", "6", "--shard", "1/2")["run_id"]
-    assert q(db, "SELECT count(*) FROM tls_resumption WHERE run_id IN (%s, %s) AND family(address) <> 6", r0, r1) \
-        == [(0,)]
-    m = scan(db, "tls-shared", "--list", "tb", "--family", "6", "--merge", str(r0), "--merge", str(r1))
+    # IPv6, sharded by the run path over two processes (each its share of the origins, each
+    # against every host; no groups in the sharded run), then merged
+    sharded = scan(db, "tls-shared", "--list", "tb", "--family", "6", "--procs", "2")
+    r = sharded["run_id"]
+    assert sharded["status"] == "finished", sharded
+    assert q(db, "SELECT count(*) FROM tls_resumption WHERE run_id = %s AND family(address) <> 6", r) == [(0,)]
+    # the shards' origins together are the hosts, each counted once
+    assert sharded["counts"]["origins"] == sharded["counts"]["hosts"] > 0, sharded
+    assert q(db, "SELECT count(*) FROM tls_shared_group WHERE run_id = %s", r) == [(0,)]
+    m = scan(db, "tls-shared", "--list", "tb", "--family", "6", "--merge", str(r))
     assert groups(m["run_id"], "resumption") == want
     outdir = tmp_path / "fig"
     for name in ("tls-shared-groups", "tls-shared-table"):
