@@ -57,7 +57,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from conftest import REPO, needs_root, run_cli
+from conftest import REPO, needs_root, run_cli, testbed_held
 from support.sniffing import SNIFFER
 
 pytestmark = [needs_root(), pytest.mark.root, pytest.mark.timeout(180)]
@@ -369,13 +369,15 @@ class Lab:
 
 @pytest.fixture(scope="session")
 def _lab_session(_testbed_session):
-    _testbed_session.up(log=lambda *_: None)
-    made = not Lab.healthy()
-    if made:
-        Lab.up()
+    with testbed_held():   # session fixtures set up before a file takes its testbed lock
+        _testbed_session.up(log=lambda *_: None)
+        made = not Lab.healthy()
+        if made:
+            Lab.up()
     yield Lab()
     if made:
-        Lab.down()
+        with testbed_held():
+            Lab.down()
 
 
 @pytest.fixture
