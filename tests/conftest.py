@@ -2,6 +2,7 @@
 database per test. No database mocks."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -180,12 +181,15 @@ def routes_ns():
 #: it when it takes one of TESTBED_FIXTURES, or its file reaches it without them
 #: (REACHES_TESTBED: `testbed up/down/exec`, its namespaces, a sniffer, the demo, the zoo);
 #: tests marked ``unit`` never do. Every other test (its own database, files, namespace) is
-#: spread over the workers one by one. Testbed tests go to the workers by file, and by
-#: directory where files share more than the testbed (the browsers' observing servers, the
-#: promise lab, the testbed's own tests and their zoo servers): each such scope runs in
-#: order on one worker. Beside that, each testbed file holds a lock on the testbed for
-#: as long as it runs: shared, or exclusive for the files in EXCLUSIVE (they take the
-#: testbed down, sniff its bridges or time its delays, so nothing else may run meanwhile).
+#: spread over the workers one by one.
+#: Testbed tests hold the testbed while they run, through a lock shared by the workers:
+#: shared for one test at a time (module fixtures hold it while they set up), exclusive for
+#: the whole of a file in EXCLUSIVE (it takes the testbed down, sniffs a bridge other tests
+#: send on, or times the testbed's delays). The exclusive files run first, one after
+#: another, on one worker, while the others run the tests that need no testbed; then the
+#: shared ones run side by side, by file (by directory where files share more than the
+#: testbed: the browsers' observing servers, the promise lab, the testbed's own tests and
+#: zoo servers). Time spent waiting for the lock does not count against a test's timeout.
 #: Workers decide what uses the testbed (they see the fixtures) and leave the answer for
 #: the controller's scheduler in a directory named after it (xdist's own ``--dist
 #: loadgroup`` marks are ignored under pytest 9, which no longer reads the node id xdist
@@ -194,22 +198,21 @@ TESTBED_FIXTURES = frozenset({"_testbed_session", "_lab_session", "routes_ns", "
 REACHES_TESTBED = re.compile(
     r"""["']testbed["'],\s*["'](?:up|down|exec|status)|testbed\.(?:manager|zoo|cli)|import testbed|from testbed"""
     r"""|nstb-|netns|sniff|["']demo["']|exec_argv|vexec""")
-#: one scope per directory: these files share servers or namespaces among themselves
-SHARED_SCOPES = ("tests/browser_probes/", "tests/promises/", "tests/testbed/")
-#: files that must have the testbed to themselves: they take it down, sniff its bridges or
-#: measure its delays
+#: one scope per directory (or group of files): these share servers or namespaces
+SHARED_SCOPES = ("tests/browser_probes/", "tests/promises/", "tests/testbed/", "tests/core/test_route_guard")
+#: files that must have the testbed to themselves: they take it down, sniff a bridge or a
+#: server's namespace that other tests' traffic crosses, or measure the testbed's delays
 EXCLUSIVE = frozenset({
-    "tests/testbed/test_testbed.py", "tests/testbed/test_testbed_binding.py", "tests/testbed/test_zoo_quic.py",
-    "tests/testbed/test_zoo_rotation.py", "tests/testbed/test_timing_pages.py",
+    "tests/testbed/test_testbed.py",
     "tests/browser_probes/test_browser_revisit.py", "tests/browser_probes/test_browser_tracking_delay.py",
-    "tests/core/test_dry_run_plan.py", "tests/core/test_route_guard.py", "tests/core/test_route_guard_bypasses.py",
-    "tests/core/test_stream_tls_quic.py", "tests/scanners/quic/test_scan_quic.py", "tests/scanners/tfo/test_scan_tfo.py",
+    "tests/core/test_stream_tls_quic.py",
+    "tests/scanners/quic/test_scan_quic.py", "tests/scanners/tfo/test_scan_tfo.py",
     "tests/scanners/tls/test_tls_lifetime_schedule.py",
-    "tests/scanners/tls_second_opinion/test_scan_tls_second_opinion.py",
     "tests/scanners/handshake_timing/test_scan_handshake_timing.py",
 })
 _file_reaches: dict[str, bool] = {}
 _testbed_files: set[str] = set()
+_held = False   # this worker holds the testbed lock
 
 
 def _rel(path) -> str:
@@ -236,6 +239,14 @@ def pytest_collection_modifyitems(config, items):
     if not worker:
         return
     uses = {it.nodeid: uses_testbed(it) for it in items}
+    # exclusive files first, then the tests that need no testbed (the other workers run them
+    # meanwhile), then the shared testbed tests, largest scope first (the promise matrix
+    # last would be the tail); stable, so the same order on every worker
+    size: dict[str, int] = {}
+    for it in items:
+        size[_scope(it.nodeid, uses[it.nodeid])] = size.get(_scope(it.nodeid, uses[it.nodeid]), 0) + 1
+    items.sort(key=lambda it: (0, 0) if _rel(it.path) in EXCLUSIVE else (1, 0) if not uses[it.nodeid]
+               else (2, -size[_scope(it.nodeid, True)]))
     _testbed_files.update(_rel(it.path) for it in items if uses[it.nodeid])
     d = _scopes_dir(os.getppid())
     d.mkdir(exist_ok=True)
@@ -248,6 +259,8 @@ def _scope(nodeid: str, uses: bool) -> str:
     if not uses:
         return nodeid
     path = nodeid.split("::", 1)[0]
+    if path in EXCLUSIVE:
+        return "testbed:exclusive"
     return "testbed:" + next((d for d in SHARED_SCOPES if path.startswith(d)), path)
 
 
@@ -256,6 +269,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     d = _scopes_dir(os.getpid())
     shutil.rmtree(d, ignore_errors=True)
+    config.option.loadscopereorder = False   # the order of the collection (above), not largest scope first
 
     class TestbedScopes(LoadScopeScheduling):
         """Scopes as described above; a test no worker described counts as using the testbed."""
@@ -273,27 +287,67 @@ def pytest_xdist_make_scheduler(config, log):
     return TestbedScopes(config, log)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _testbed_lock(request):
-    """Under xdist: a testbed file holds the testbed shared (exclusive for EXCLUSIVE) while
-    it runs, module fixtures included. Writers go first: a reader passes a turnstile the
-    waiting writer holds."""
-    path = _rel(request.path)
-    if not os.environ.get("PYTEST_XDIST_WORKER") or path not in _testbed_files:
+@contextlib.contextmanager
+def testbed_held(exclusive: bool = False):
+    """Under xdist: hold the shared testbed, shared or exclusively, for the ``with`` block
+    (nothing if this worker holds it already, or outside xdist). Writers go first: a reader
+    passes a turnstile that a waiting writer holds. The test's timeout (pytest-timeout's
+    interval timer) is stopped while waiting."""
+    global _held
+    if not os.environ.get("PYTEST_XDIST_WORKER") or _held:
         yield
         return
     import fcntl
+    import signal
 
     base = Path(tempfile.gettempdir()) / f"netsurvey-xdist-testbed-{os.getppid()}"
     with open(f"{base}.turnstile", "a") as turnstile, open(f"{base}.lock", "a") as lock:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        if path in EXCLUSIVE:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        else:
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        timer = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            if exclusive:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            else:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        finally:
+            if timer[0] > 0:
+                signal.setitimer(signal.ITIMER_REAL, *timer)
+        _held = True
         try:
             yield
         finally:
+            _held = False
             fcntl.flock(lock, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _testbed_file_lock(request):
+    """A file in EXCLUSIVE holds the testbed exclusively while it runs, module fixtures included."""
+    if _rel(request.path) in EXCLUSIVE and _rel(request.path) in _testbed_files:
+        with testbed_held(exclusive=True):
+            yield
+    else:
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _testbed_test_lock(request):
+    """Any other testbed test holds it shared while it runs."""
+    if _rel(request.path) in _testbed_files:
+        with testbed_held():
+            yield
+    else:
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """Module and session fixtures of testbed files set up holding the testbed shared."""
+    item = getattr(request, "_pyfuncitem", None)   # the test the fixture is set up for
+    if fixturedef.scope in ("module", "session") and fixturedef.argname not in (
+            "_testbed_file_lock", "server_dsn") and item is not None and _rel(item.path) in _testbed_files:
+        with testbed_held():
+            return (yield)
+    return (yield)
