@@ -288,7 +288,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @contextlib.contextmanager
-def testbed_held(exclusive: bool = False):
+def hold_testbed(exclusive: bool = False):
     """Under xdist: hold the shared testbed, shared or exclusively, for the ``with`` block
     (nothing if this worker holds it already, or outside xdist). Writers go first: a reader
     passes a turnstile that a waiting writer holds. The test's timeout (pytest-timeout's
@@ -326,7 +326,7 @@ def testbed_held(exclusive: bool = False):
 def _testbed_file_lock(request):
     """A file in EXCLUSIVE holds the testbed exclusively while it runs, module fixtures included."""
     if _rel(request.path) in EXCLUSIVE and _rel(request.path) in _testbed_files:
-        with testbed_held(exclusive=True):
+        with hold_testbed(exclusive=True):
             yield
     else:
         yield
@@ -336,7 +336,7 @@ def _testbed_file_lock(request):
 def _testbed_test_lock(request):
     """Any other testbed test holds it shared while it runs."""
     if _rel(request.path) in _testbed_files:
-        with testbed_held():
+        with hold_testbed():
             yield
     else:
         yield
@@ -348,6 +348,6 @@ def pytest_fixture_setup(fixturedef, request):
     item = getattr(request, "_pyfuncitem", None)   # the test the fixture is set up for
     if fixturedef.scope in ("module", "session") and fixturedef.argname not in (
             "_testbed_file_lock", "server_dsn") and item is not None and _rel(item.path) in _testbed_files:
-        with testbed_held():
+        with hold_testbed():
             return (yield)
     return (yield)

@@ -58,7 +58,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from conftest import REPO, needs_root, run_cli, testbed_held
+from conftest import REPO, needs_root, run_cli, hold_testbed
 from netsurvey.measure import ALL_TLS_HOSTS, PromiseCase
 from support.sniffing import SNIFFER
 
@@ -197,14 +197,14 @@ class Lab:
 
 @pytest.fixture(scope="session")
 def _lab_session(_testbed_session):
-    with testbed_held():   # session fixtures set up before a file takes its testbed lock
+    with hold_testbed():   # session fixtures set up before a file takes its testbed lock
         _testbed_session.up(log=lambda *_: None)
         made = not Lab.healthy()
         if made:
             Lab.up()
     yield Lab()
     if made:
-        with testbed_held():
+        with hold_testbed():
             Lab.down()
 
 
