@@ -3,7 +3,6 @@ measuring lives in ttl.py / ecs.py)."""
 from __future__ import annotations
 
 import io
-import ipaddress
 from typing import Any, Mapping, Optional
 
 import typer
@@ -18,7 +17,7 @@ from netsurvey.runctx import json_output
 from netsurvey.selection import TargetSelection
 
 from . import promises
-from .options import NAMES, check_allowed as _check_allowed, default_resolver, parse_server
+from .options import NAMES, check_allowed as _check_allowed, default_resolver, parse_server, parse_subnets
 
 
 def _engine_options(rate_ns: Optional[float], retries: int, timeout: float):
@@ -140,12 +139,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         if qt not in ("A", "AAAA"):
             raise UsageError("--type must be A or AAAA")
         res = parse_server(resolver) if resolver else default_resolver()
-        nets = []
-        for s in subnets:
-            try:
-                nets.append(ipaddress.ip_network(s, strict=False))
-            except ValueError:
-                raise UsageError(f"--subnet {s!r} is not a prefix such as 198.18.0.0/24") from None
+        nets = parse_subnets(subnets)
         if not nets:
             try:
                 nets = [vantage_subnet(res[0])]

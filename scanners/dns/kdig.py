@@ -164,19 +164,14 @@ def register(scan_app) -> None:
         from netsurvey.config import finite
         from netsurvey.selection import TargetSelection
 
-        from .options import NAMES, check_allowed as _check_allowed, parse_server
+        from .options import NAMES, check_allowed as _check_allowed, parse_server, parse_subnets
 
         qt = qtype.upper()
         if qt not in ("A", "AAAA"):
             raise UsageError("--type must be A or AAAA")
         selected = TargetSelection(list_name, top, tuple(names), 53).items(NAMES)
         hosts: list[str] = [t.hostname for t in selected]  # type: ignore[misc]  # NAMES: every one a name
-        nets = []
-        for s in subnets:
-            try:
-                nets.append(ipaddress.ip_network(s, strict=False))
-            except ValueError:
-                raise UsageError(f"--subnet {s!r} is not a prefix such as 198.18.0.0/24") from None
+        nets = parse_subnets(subnets)
         finite(rate, "--rate", positive=True)
         ns = parse_server(nameserver)
         _check_allowed("--nameserver", ns[0])

@@ -28,6 +28,17 @@ def parse_server(text: str, default_port: int = 53) -> tuple[str, int]:
     return host, port
 
 
+def parse_subnets(subnets) -> list:
+    """``--subnet`` values as networks (host bits allowed: 198.18.0.7/24 is 198.18.0.0/24)."""
+    nets = []
+    for s in subnets:
+        try:
+            nets.append(ipaddress.ip_network(s, strict=False))
+        except ValueError:
+            raise UsageError(f"--subnet {s!r} is not a prefix such as 198.18.0.0/24") from None
+    return nets
+
+
 def default_resolver() -> tuple[str, int]:
     import dns.resolver
 
