@@ -58,7 +58,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from conftest import REPO, needs_root, run_cli, hold_testbed
+from conftest import REPO, hold_testbed, needs_root, run_cli
 from netsurvey.measure import ALL_TLS_HOSTS, PromiseCase
 from support.sniffing import SNIFFER
 
