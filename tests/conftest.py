@@ -203,7 +203,7 @@ SHARED_SCOPES = ("tests/browser_probes/", "tests/promises/", "tests/testbed/", "
 #: files that must have the testbed to themselves: they take it down, sniff a bridge or a
 #: server's namespace that other tests' traffic crosses, or measure the testbed's delays
 EXCLUSIVE = frozenset({
-    "tests/testbed/test_testbed.py",
+    "tests/testbed/test_testbed.py", "tests/testbed/test_zoo_quic.py",
     "tests/browser_probes/test_browser_revisit.py", "tests/browser_probes/test_browser_tracking_delay.py",
     "tests/core/test_stream_tls_quic.py",
     "tests/scanners/quic/test_scan_quic.py", "tests/scanners/tfo/test_scan_tfo.py",
