@@ -129,8 +129,7 @@ from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
-COLUMNS = [("run_id", "int8"), ("address", "inet"), ("port", "int4"), ("status", "text"),
-           ("error", "text"), ("connect_ms", "float8")]
+COLUMNS = ["run_id", "address", "port", "status", "error", "connect_ms"]   # types: the table's, from the catalog
 
 #: --target ADDRESS:PORT (an IPv6 address in brackets), read by the core's one target parser;
 #: no default port, so the port must be given.
@@ -156,7 +155,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
                         concurrency=concurrency)
         scanner = {{PKG}}Scanner()
         scanner.init(Options(timeout_s=timeout_s), ctx)
-        with ResultWriter(ctx.db, "{{TABLE}}", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
+        with ResultWriter(ctx.db, "{{TABLE}}", COLUMNS, types="catalog") as w:
             counts = asyncio.run(run_scan(scanner, targets, lambda o: w.write((
                 ctx.run.id, ipaddress.ip_address(str(o.target.address)), o.target.port, o.status.value, o.error,
                 o.result.connect_ms if o.result else None)), concurrency=concurrency, show_progress=False))

@@ -11,10 +11,9 @@ schema/0115_row_vantage.sql) gets the shard's ``job_shard.id`` appended to each 
 row knows its round and its vantage (``row_vantage(run_id, shard_id)``, view
 ``shard_origin``) without the measurement doing anything.
 
-Example::
+Example (the column types come from the table's definition, ``types="catalog"``)::
 
-    with ResultWriter(db, "tfo_probe", ["run_id", "address", "cookie"],
-                      types=["int8", "inet", "bytea"]) as w:
+    with ResultWriter(db, "tfo_probe", ["run_id", "address", "cookie"], types="catalog") as w:
         w.write((run_id, ipaddress.ip_address("198.18.3.1"), b"\\x01..."))
 
 With binary COPY, values must be the Python types psycopg dumps for the declared type
@@ -36,13 +35,29 @@ from .db import Database
 _OPEN_WRITERS: "weakref.WeakSet[ResultWriter]" = weakref.WeakSet()
 
 
+def catalog_types(conn: psycopg.Connection, table: str, columns: Sequence[str]) -> list[int]:
+    """The type (oid) of each of ``columns`` of ``table``, from the database's catalog;
+    ValueError naming a column the table does not have."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    have: dict[str, int] = dict(conn.execute("SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                             "AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
+    if idle and not conn.autocommit:
+        conn.rollback()   # end the transaction the query opened (each batch is a transaction of its own)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise ValueError(f"table {table} has no column {missing[0]!r}")
+    return [have[c] for c in columns]
+
+
 class ResultWriter:
     """Buffered COPY writer for one table.
 
     :param db: the database (or an open psycopg connection to reuse).
     :param table: target table name.
     :param columns: column names in row order.
-    :param types: PostgreSQL type names per column (enables binary COPY), or None for text COPY.
+    :param types: ``"catalog"``: each column's type read from the database catalog (binary
+        COPY; the table's own definition in schema/ is the one statement of its types);
+        or PostgreSQL type names per column (binary COPY); or None for text COPY.
     :param batch_rows: rows buffered before a flush.
     :param background: write full batches from a helper thread while the caller goes on
         (an asyncio scan is not stalled by the database's ~0.1 s per 10,000-row COPY); at
@@ -56,12 +71,12 @@ class ResultWriter:
         table: str,
         columns: Sequence[str],
         *,
-        types: Optional[Sequence[str]] = None,
+        types: Optional[Sequence[str | int] | str] = None,
         batch_rows: int = 10_000,
         retry_seconds: float = 120.0,
         background: bool = False,
     ):
-        if types is not None and len(types) != len(columns):
+        if types is not None and types != "catalog" and len(types) != len(columns):
             raise ValueError("types must match columns")
         from . import shard
 
@@ -75,7 +90,8 @@ class ResultWriter:
             self._conn = db.connect() if isinstance(db, Database) else db
         self.table = table
         self.columns = list(columns)
-        self.types = list(types) if types else None
+        self.types: Optional[list[str | int]] = (
+            list(catalog_types(self._conn, table, self.columns)) if types == "catalog" else list(types) if types else None)
         self._stamp = None   # shard mode: this shard's job_shard.id, appended to each row as shard_id
         if self._db is not None and shard.current() is not None and "shard_id" not in self.columns and \
                 self._conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = "
@@ -83,7 +99,7 @@ class ResultWriter:
             self._stamp = shard.row_id(self._db.dsn)
             self.columns.append("shard_id")
             if self.types:
-                self.types.append("int8")
+                self.types.append(20)   # int8
         self.batch_rows = batch_rows
         self.retry_seconds = retry_seconds
         self._buf: list[Sequence[Any]] = []

@@ -12,15 +12,12 @@ from netsurvey.writer import ResultWriter
 from .ecs import EcsResult
 from .ttl import TtlResult
 
-TTL_COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("qtype", "text"), ("outcome", "text"),
-               ("rcode", "text"), ("authoritative", "bool"), ("ttl", "int4"), ("answers", "text[]"),
-               ("cname", "text"), ("zone", "text"), ("nameserver", "inet"), ("transport", "text"),
-               ("truncated", "bool"), ("attempts", "int2"), ("rtt_ms", "float4"), ("error", "text"),
-               ("authority_count", "int2")]
-ECS_COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("qtype", "text"), ("resolver", "inet"),
-               ("subnet", "cidr"), ("outcome", "text"), ("rcode", "text"), ("source_prefix", "int2"),
-               ("scope_prefix", "int2"), ("ecs_address", "inet"), ("ttl", "int4"), ("answers", "text[]"),
-               ("transport", "text"), ("attempts", "int2"), ("rtt_ms", "float4"), ("error", "text")]
+TTL_COLUMNS = ["run_id", "rank", "hostname", "qtype", "outcome", "rcode", "authoritative", "ttl", "answers",
+               "cname", "zone", "nameserver", "transport", "truncated", "attempts", "rtt_ms", "error",
+               "authority_count"]
+ECS_COLUMNS = ["run_id", "rank", "hostname", "qtype", "resolver", "subnet", "outcome", "rcode",
+               "source_prefix", "scope_prefix", "ecs_address", "ttl", "answers", "transport", "attempts",
+               "rtt_ms", "error"]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -60,4 +57,4 @@ def ecs_rows(run_id: int, o: ScanOutcome, qtype: str, resolver: str, subnets) ->
 
 def writer(db: Database, table: str) -> ResultWriter:
     cols = TTL_COLUMNS if table == "dns_ttl_probe" else ECS_COLUMNS
-    return ResultWriter(db, table, [c for c, _ in cols], types=[t for _, t in cols], background=True)
+    return ResultWriter(db, table, cols, types="catalog", background=True)

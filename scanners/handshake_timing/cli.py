@@ -14,11 +14,9 @@ from netsurvey.selection import TargetSelection, TargetSpelling, resolved_list
 
 from . import promises
 
-COLUMNS = [("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("method", "text"),
-           ("sample", "int4"), ("status", "text"), ("error", "text"), ("connect_ms", "float8"),
-           ("handshake_ms", "float8"), ("ttfb_ms", "float8"), ("client_cpu_ms", "float8"),
-           ("server_cpu_ms", "float8"), ("protocol_version", "text"), ("resumed", "bool"), ("early_data", "text"),
-           ("tfo_used", "bool"), ("link_rtt_ms", "float8")]
+COLUMNS = ["run_id", "rank", "hostname", "address", "method", "sample", "status", "error", "connect_ms",
+           "handshake_ms", "ttfb_ms", "client_cpu_ms", "server_cpu_ms", "protocol_version", "resumed",
+           "early_data", "tfo_used", "link_rtt_ms"]
 
 
 def _methods(text: str) -> tuple:
@@ -95,8 +93,8 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         scanner.init(Options(methods=ms, samples=samples, tcp_port=tcp_port, tls_port=tls_port, quic_port=quic_port,
                              sni=sni, server_pids=pids, timeout_s=timeout_s), ctx)
 
-        with ResultWriter(ctx.db, "handshake_timing_sample", [c for c, _ in COLUMNS],
-                          types=[t for _, t in COLUMNS]) as w:
+        with ResultWriter(ctx.db, "handshake_timing_sample", COLUMNS,
+                          types="catalog") as w:
             for t in unresolved:
                 w.write((ctx.run.id, t.rank, t.hostname, None, None, None, "resolution-failed", "no address",
                          *([None] * 9), link_rtt_ms))

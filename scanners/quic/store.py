@@ -18,52 +18,37 @@ from .tokens import classify_token
 
 TICKET_PREFIX_LEN = 16  # bytes kept as ticket_prefix
 
-_DISCOVERY = [
-    ("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("port", "int4"),
-    ("status", "text"), ("error", "text"), ("probed_at", "timestamptz"), ("vn_answer", "text"),
-    ("vn_versions", "int8[]"), ("vn_rtt_ms", "float8"), ("vn_reply_len", "int4"), ("alt_svc", "text"),
-    ("alt_svc_h3", "bool"), ("alt_svc_h3_ma_s", "int4"), ("https_status", "int4"), ("https_error", "text"),
-    ("https_rr_alpn", "text[]"), ("https_rr_no_default_alpn", "bool"), ("https_rr_error", "text")]
-_CONNECTION = [
-    ("run_id", "int8"), ("conn_id", "int4"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"),
-    ("port", "int4"), ("client_port", "int4"), ("purpose", "text"), ("round", "int4"), ("status", "text"), ("error", "text"),
-    ("started_at", "timestamptz"), ("version", "int8"), ("alpn", "text"), ("retry", "bool"),
-    ("handshake_ms", "float8"), ("http_status", "int4"), ("presented_token_conn_id", "int4"),
-    ("presented_token_len", "int4"), ("presented_token_age_s", "float8"), ("presented_ticket_conn_id", "int4"),
-    ("presented_ticket_prefix", "bytea"), ("presented_ticket_age_s", "float8"),
-    ("presented_beyond_lifetime", "bool"), ("session_resumed", "bool"), ("early_data_sent", "bool"),
-    ("early_data_accepted", "bool"), ("transport_parameters", "jsonb"), ("cert_sha256", "text"),
-    ("cert_subject", "text"), ("cert_issuer", "text"), ("cert_not_after", "timestamptz"),
-    ("cert_sans", "text[]"), ("n_tokens", "int4"), ("n_tickets", "int4"), ("close_code", "int8"),
-    ("close_reason", "text")]
-_TOKEN = [("run_id", "int8"), ("conn_id", "int4"), ("seq", "int4"), ("hostname", "text"), ("address", "inet"),
-          ("received_at", "timestamptz"), ("after_handshake_ms", "float8"), ("token_len", "int4"),
-          ("token", "bytea"), ("token_format", "text"), ("key_id_len", "int4")]
-_TICKET = [("run_id", "int8"), ("conn_id", "int4"), ("seq", "int4"), ("hostname", "text"), ("address", "inet"),
-           ("received_at", "timestamptz"), ("after_handshake_ms", "float8"), ("lifetime_s", "int8"),
-           ("max_early_data", "int8"), ("ticket_len", "int4"), ("ticket", "bytea"), ("ticket_prefix", "bytea")]
-TURNOVER_HOST = [
-    ("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("every_s", "float8"),
-    ("rounds", "int4"), ("observed_s", "float8"), ("connections_ok", "int4"), ("retry_on_fresh", "bool"),
-    ("tokens_issued", "bool"), ("token_lengths", "int4[]"), ("token_key_prefix_len", "int4"),
-    ("token_keys_seen", "int4"), ("token_key_changes", "int4"), ("token_key_period_s", "float8"),
-    ("token_accept_max_age_s", "float8"), ("token_reject_min_age_s", "float8"), ("tickets_issued", "bool"),
-    ("ticket_lifetime_s", "int8"), ("ticket_max_early_data", "int8"), ("ticket_lengths", "int4[]"),
-    ("ticket_key_prefix_len", "int4"), ("ticket_keys_seen", "int4"), ("ticket_key_changes", "int4"),
-    ("ticket_key_period_s", "float8"), ("ticket_accept_max_age_s", "float8"), ("ticket_reject_min_age_s", "float8"),
-    ("zero_rtt_accept_max_age_s", "float8"), ("zero_rtt_reject_min_age_s", "float8"), ("token_format", "text"),
-    ("token_reuse_accepted", "bool"), ("ticket_reuse_accepted", "bool"), ("token_presentations", "int4"),
-    ("ticket_presentations", "int4")]
-_EVENT = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("kind", "text"),
-          ("round", "int4"), ("grid_index", "int4"), ("event", "text"), ("due_at", "timestamptz"),
-          ("at", "timestamptz"), ("detail", "text"), ("conn_id", "int4"), ("state", "bytea")]
+_DISCOVERY = ["run_id", "rank", "hostname", "address", "port", "status", "error", "probed_at", "vn_answer",
+              "vn_versions", "vn_rtt_ms", "vn_reply_len", "alt_svc", "alt_svc_h3", "alt_svc_h3_ma_s",
+              "https_status", "https_error", "https_rr_alpn", "https_rr_no_default_alpn", "https_rr_error"]
+_CONNECTION = ["run_id", "conn_id", "rank", "hostname", "address", "port", "client_port", "purpose", "round",
+               "status", "error", "started_at", "version", "alpn", "retry", "handshake_ms", "http_status",
+               "presented_token_conn_id", "presented_token_len", "presented_token_age_s",
+               "presented_ticket_conn_id", "presented_ticket_prefix", "presented_ticket_age_s",
+               "presented_beyond_lifetime", "session_resumed", "early_data_sent", "early_data_accepted",
+               "transport_parameters", "cert_sha256", "cert_subject", "cert_issuer", "cert_not_after",
+               "cert_sans", "n_tokens", "n_tickets", "close_code", "close_reason"]
+_TOKEN = ["run_id", "conn_id", "seq", "hostname", "address", "received_at", "after_handshake_ms", "token_len",
+          "token", "token_format", "key_id_len"]
+_TICKET = ["run_id", "conn_id", "seq", "hostname", "address", "received_at", "after_handshake_ms",
+           "lifetime_s", "max_early_data", "ticket_len", "ticket", "ticket_prefix"]
+TURNOVER_HOST = ["run_id", "rank", "hostname", "address", "every_s", "rounds", "observed_s", "connections_ok",
+                 "retry_on_fresh", "tokens_issued", "token_lengths", "token_key_prefix_len", "token_keys_seen",
+                 "token_key_changes", "token_key_period_s", "token_accept_max_age_s", "token_reject_min_age_s",
+                 "tickets_issued", "ticket_lifetime_s", "ticket_max_early_data", "ticket_lengths",
+                 "ticket_key_prefix_len", "ticket_keys_seen", "ticket_key_changes", "ticket_key_period_s",
+                 "ticket_accept_max_age_s", "ticket_reject_min_age_s", "zero_rtt_accept_max_age_s",
+                 "zero_rtt_reject_min_age_s", "token_format", "token_reuse_accepted", "ticket_reuse_accepted",
+                 "token_presentations", "ticket_presentations"]
+_EVENT = ["run_id", "hostname", "address", "port", "kind", "round", "grid_index", "event", "due_at", "at",
+          "detail", "conn_id", "state"]
 
 
 def _writer(db: Database, cols) -> ResultWriter:
     table = {id(_DISCOVERY): "quic_discovery", id(_CONNECTION): "quic_connection", id(_TOKEN): "quic_token",
              id(_TICKET): "quic_ticket", id(TURNOVER_HOST): "quic_turnover_host",
              id(_EVENT): "quic_turnover_event"}[id(cols)]
-    return ResultWriter(db, table, [c for c, _ in cols], types=[t for _, t in cols], batch_rows=2000)
+    return ResultWriter(db, table, cols, types="catalog", batch_rows=2000)
 
 
 def _ip(a: Optional[str]):

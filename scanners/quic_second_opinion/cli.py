@@ -15,8 +15,7 @@ from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
-COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("client", "text"),
-           ("fact", "text"), ("value", "text"), ("status", "text"), ("error", "text")]
+COLUMNS = ["run_id", "hostname", "address", "port", "client", "fact", "value", "status", "error"]
 
 #: HOST=ADDRESS only: HOST (a DNS name) becomes the client's URI (SNI).
 TARGETS = TargetSpelling("HOST=ADDRESS (HOST a DNS name)", names=False, pair="=")
@@ -51,7 +50,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         scanner = QuicSecondOpinionScanner()
         scanner.init(Options(timeout_s=timeout_s), ctx)
         label = _client_version()
-        with ResultWriter(ctx.db, "quic_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
+        with ResultWriter(ctx.db, "quic_second_opinion", COLUMNS, types="catalog") as w:
             def write(o):
                 addr = ipaddress.ip_address(o.target.address) if o.target.address else None
                 if o.result is None:

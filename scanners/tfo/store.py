@@ -10,8 +10,6 @@ from netsurvey.writer import ResultWriter
 
 PROBE_COLUMNS = ["run_id", "round", "rank", "hostname", "address", "port", "status", "reply", "tfo_kind",
                  "cookie", "cookie_len", "options", "rcv_window", "error"]
-PROBE_TYPES = ["int8", "int4", "int4", "text", "inet", "int4", "text", "text", "text", "bytea", "int4",
-               "text[]", "int4", "text"]
 
 
 def _inet(a: Optional[str]):
@@ -23,7 +21,7 @@ class ProbeStore:
 
     def __init__(self, db: Database, run_id: int, round_no: int = 0):
         self.run_id, self.round = run_id, round_no
-        self.writer = ResultWriter(db, "tfo_probe", PROBE_COLUMNS, types=PROBE_TYPES)
+        self.writer = ResultWriter(db, "tfo_probe", PROBE_COLUMNS, types="catalog")
 
     def __call__(self, o: ScanOutcome) -> None:
         r = o.result
@@ -39,7 +37,5 @@ class ProbeStore:
 
 REUSE_COLUMNS = ["run_id", "hostname", "cookie_from", "address", "control", "cookie", "data_len", "reply",
                  "data_acked", "new_cookie", "status", "cookie_run_id"]
-REUSE_TYPES = ["int8", "text", "inet", "inet", "bool", "bytea", "int4", "text", "bool", "bytea", "text", "int8"]
 
 KERNEL_COLUMNS = ["run_id", "hostname", "address", "port", "raw_cookie", "kernel_cookie", "syn_data_acked", "error"]
-KERNEL_TYPES = ["int8", "text", "inet", "int4", "bytea", "bytea", "bool", "text"]

@@ -20,7 +20,7 @@ from . import kernel_check
 from .engine import EngineOptions, RawEngine, RawTarget
 from .packets import parse_options
 from .scanner import TfoOptions, TfoScanner
-from .store import KERNEL_COLUMNS, KERNEL_TYPES, REUSE_COLUMNS, REUSE_TYPES, ProbeStore
+from .store import KERNEL_COLUMNS, REUSE_COLUMNS, ProbeStore
 
 #: Payload of the cookie-reuse SYNs (bytes).
 REUSE_DATA = b"HEAD / HTTP/1.0\r\n\r\n"
@@ -90,7 +90,7 @@ def support_scan(ctx: ScanContext, opts: TfoOptions, targets: Iterable[ScanTarge
     counts = probe_round(ctx, opts, targets, failed, rnd, show_progress=show_progress, on_outcome=pick)
     counts["tfo"] = 0
     if sample:
-        with ResultWriter(ctx.db, "tfo_kernel_check", KERNEL_COLUMNS, types=KERNEL_TYPES) as w:
+        with ResultWriter(ctx.db, "tfo_kernel_check", KERNEL_COLUMNS, types="catalog") as w:
             for o in sample:
                 k = kernel_check.check(o.target.address, o.target.port)  # type: ignore[arg-type]  # a probed target: an address
                 w.write((ctx.run.id, o.target.hostname, ipaddress.ip_address(o.target.address), o.target.port,  # type: ignore[arg-type]  # (as above)
@@ -246,7 +246,7 @@ def _present(ctx: ScanContext, opts: TfoOptions, probes: list, port: int, counts
     counts.setdefault("accepted-new-cookie", 0)
     eng2 = RawEngine(EngineOptions(rate=opts.rate, cooldown=opts.cooldown, seed=opts.seed ^ 0x5A5A5A5A5A5A5A5A,
                                    experimental=opts.experimental, data=REUSE_DATA))
-    with ResultWriter(ctx.db, "tfo_reuse", REUSE_COLUMNS, types=REUSE_TYPES) as w:
+    with ResultWriter(ctx.db, "tfo_reuse", REUSE_COLUMNS, types="catalog") as w:
         for i, reply, err in eng2.probe([RawTarget(p[2], port, p[4]) for p in probes]):
             h, frm, to, control, cookie = probes[i]
             if reply is None:

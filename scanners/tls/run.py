@@ -21,15 +21,13 @@ from .survey import TlsScanner, expand_targets, handshake_rows, handshake_writer
 
 Hosts = list[tuple[Optional[int], str, Optional[str]]]
 
-RESUMPTION_COLUMNS = [("run_id", "int8"), ("mechanism", "text"), ("version", "text"), ("origin_host", "text"),
-                      ("origin_address", "inet"), ("host", "text"), ("address", "inet"), ("age_s", "float8"),
-                      ("resumed", "bool"), ("status", "text"), ("error", "text"), ("chain_index", "int4"),
-                      ("key_name", "bytea"), ("attempted_at", "timestamptz")]
+RESUMPTION_COLUMNS = ["run_id", "mechanism", "version", "origin_host", "origin_address", "host", "address",
+                      "age_s", "resumed", "status", "error", "chain_index", "key_name", "attempted_at"]
 
 
 def _resumption_writer(db) -> ResultWriter:
-    return ResultWriter(db, "tls_resumption", [c for c, _ in RESUMPTION_COLUMNS],
-                        types=[t for _, t in RESUMPTION_COLUMNS], batch_rows=2000)
+    return ResultWriter(db, "tls_resumption", RESUMPTION_COLUMNS,
+                        types="catalog", batch_rows=2000)
 
 
 def _resumption_row(run_id: int, a: ResumptionAttempt) -> tuple:
@@ -94,14 +92,13 @@ def _allowed(ctx, targets: list[ScanTarget]) -> tuple[list[ScanTarget], int]:
     return ok, len(targets) - len(ok)
 
 
-EVENT_COLUMNS = [("run_id", "int8"), ("origin_host", "text"), ("origin_address", "inet"), ("mechanism", "text"),
-                 ("version", "text"), ("round", "int4"), ("grid_index", "int4"), ("event", "text"),
-                 ("due_at", "timestamptz"), ("at", "timestamptz"), ("detail", "text"), ("session", "bytea")]
+EVENT_COLUMNS = ["run_id", "origin_host", "origin_address", "mechanism", "version", "round", "grid_index",
+                 "event", "due_at", "at", "detail", "session"]
 
 
 def _event_writer(db) -> ResultWriter:
-    return ResultWriter(db, "tls_lifetime_event", [c for c, _ in EVENT_COLUMNS],
-                        types=[t for _, t in EVENT_COLUMNS], batch_rows=2000)
+    return ResultWriter(db, "tls_lifetime_event", EVENT_COLUMNS,
+                        types="catalog", batch_rows=2000)
 
 
 def lifetime_params(hosts: Hosts, opts: LifetimeOptions, *, port: int, ipv6: bool, concurrency: int,
@@ -230,8 +227,7 @@ def read_groups(path: Path) -> dict[str, list[str]]:
 
 
 def _store_groups(db, run_id: int, groups: dict[str, list[list[str]]]) -> None:
-    with ResultWriter(db, "tls_shared_group", ["run_id", "kind", "group_id", "hostname"],
-                      types=["int8", "text", "int4", "text"]) as w:
+    with ResultWriter(db, "tls_shared_group", ["run_id", "kind", "group_id", "hostname"], types="catalog") as w:
         for kind, comps in groups.items():
             for gid, members in enumerate(comps, 1):
                 for h in members:

@@ -157,21 +157,17 @@ async def expand_targets(hosts: Iterable[tuple[Optional[int], str, Optional[str]
 
 # ---------------------------------------------------------------------------- storage
 
-HANDSHAKE_COLUMNS = [
-    ("run_id", "int8"), ("rank", "int4"), ("hostname", "text"), ("address", "inet"), ("port", "int4"),
-    ("version", "text"), ("status", "text"), ("error", "text"), ("negotiated", "text"), ("cipher", "text"),
-    ("session_id_len", "int4"), ("ticket_count", "int4"), ("ticket_lifetime", "int8"), ("max_early_data", "int8"),
-    ("ticket", "bytea"), ("ticket_len", "int4"), ("key_name", "bytea"), ("ticket_format", "text"),
-    ("cert_sha256", "bytea"), ("cert_issuer", "text"), ("cert_sans", "text[]"), ("id_resumed", "bool"),
-    ("ticket_resumed", "bool"), ("handshake_ms", "float8"), ("observed_at", "timestamptz"), ("source", "text"),
-    ("cert_verified", "bool"), ("cert_error", "text"),
-    ("ticket_family", "text"), ("ticket_key_id_len", "int4"), ("ticket_layout_basis", "int4"),
-]
+HANDSHAKE_COLUMNS = ["run_id", "rank", "hostname", "address", "port", "version", "status", "error",
+                     "negotiated", "cipher", "session_id_len", "ticket_count", "ticket_lifetime",
+                     "max_early_data", "ticket", "ticket_len", "key_name", "ticket_format", "cert_sha256",
+                     "cert_issuer", "cert_sans", "id_resumed", "ticket_resumed", "handshake_ms", "observed_at",
+                     "source", "cert_verified", "cert_error", "ticket_family", "ticket_key_id_len",
+                     "ticket_layout_basis"]
 
 
 def handshake_writer(db) -> ResultWriter:
-    return ResultWriter(db, "tls_handshake", [c for c, _ in HANDSHAKE_COLUMNS],
-                        types=[t for _, t in HANDSHAKE_COLUMNS], batch_rows=2000)
+    return ResultWriter(db, "tls_handshake", HANDSHAKE_COLUMNS,
+                        types="catalog", batch_rows=2000)
 
 
 def handshake_rows(run_id: int, outcome: ScanOutcome, versions: tuple[str, ...], source: str = "netsurvey"):

@@ -16,10 +16,8 @@ from netsurvey.selection import TargetSpelling, parse_target
 
 from . import promises
 
-COLUMNS = [("run_id", "int8"), ("hostname", "text"), ("address", "inet"), ("port", "int4"), ("version", "text"),
-           ("mechanism", "text"), ("client", "text"), ("status", "text"), ("error", "text"), ("resumed", "bool"),
-           ("lifetime_hint_s", "int8"), ("early_data_accepted", "bool"), ("attempts", "int4"), ("resumptions", "int4"),
-           ("connections", "int4")]
+COLUMNS = ["run_id", "hostname", "address", "port", "version", "mechanism", "client", "status", "error",
+           "resumed", "lifetime_hint_s", "early_data_accepted", "attempts", "resumptions", "connections"]
 
 #: HOST=ADDRESS only: HOST (a DNS name or an address) is what the clients name (SNI).
 TARGETS = TargetSpelling("HOST=ADDRESS (HOST a DNS name)", names=False, pair="=")
@@ -99,7 +97,7 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
         scanner.init(Options(timeout_s=timeout_s, ca_file=ca, client=client, others=others,
                              testssl_timeout_s=testssl_timeout_s, sslyze_timeout_s=sslyze_timeout_s), ctx)
         version = _client_version(client) if client else others[0][2]
-        with ResultWriter(ctx.db, "tls_second_opinion", [c for c, _ in COLUMNS], types=[t for _, t in COLUMNS]) as w:
+        with ResultWriter(ctx.db, "tls_second_opinion", COLUMNS, types="catalog") as w:
             def write(o):
                 addr = ipaddress.ip_address(o.target.address) if o.target.address else None
                 if o.result is None:

@@ -33,6 +33,40 @@ def test_binary_copy_roundtrip_and_batching(db):
     assert row == ("198.18.0.7", b"\x07" * 8, 0.7)
 
 
+def test_binary_copy_with_the_types_of_the_catalog(db):
+    """types="catalog": each column's type comes from the table's definition (the schema is
+    the one statement of it), arrays and time stamps included; a column the table lacks is
+    named."""
+    import datetime
+
+    import pytest
+
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE obs2 (run_id bigint, address inet, answers text[], at timestamptz, n smallint)")
+    at = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
+    with ResultWriter(db, "obs2", ["n", "run_id", "answers", "address", "at"], types="catalog") as w:
+        assert w.types == [21, 20, 1009, 869, 1184]   # int2, int8, text[], inet, timestamptz
+        w.write((3, 7, ["198.18.0.1", "198.18.0.2"], ipaddress.ip_address("2001:2::1"), at))
+    with db.connect() as conn:
+        assert conn.execute("SELECT n, run_id, answers, host(address), at FROM obs2").fetchone() == (
+            3, 7, ["198.18.0.1", "198.18.0.2"], "2001:2::1", at)
+    with pytest.raises(ValueError, match="obs2 has no column 'nope'"):
+        ResultWriter(db, "obs2", ["run_id", "nope"], types="catalog")
+
+
+def test_no_scanner_repeats_its_column_types():
+    """Result rows are mapped to columns by name; their types are read from the catalog
+    (types="catalog"), never spelled again in Python."""
+    import re
+
+    from conftest import REPO
+
+    spelled = [f"{p.relative_to(REPO)}:{n}" for d in ("scanners", "browser_probes", "atlas")
+               for p in sorted((REPO / d).rglob("*.py")) for n, line in enumerate(p.read_text().splitlines(), 1)
+               if re.search(r"\btypes=(?!\"catalog\")|\(\"\w+\", \"(?:int[248]|text|inet|bytea|bool|float[48])\"\)", line)]
+    assert spelled == [], spelled
+
+
 def test_text_copy_and_context_manager(db):
     make_table(db)
     with ResultWriter(db, "obs", ["run_id", "note"]) as w:
