@@ -35,14 +35,20 @@ from .db import Database
 _OPEN_WRITERS: "weakref.WeakSet[ResultWriter]" = weakref.WeakSet()
 
 
-def catalog_types(conn: psycopg.Connection, table: str, columns: Sequence[str]) -> list[int]:
-    """The type (oid) of each of ``columns`` of ``table``, from the database's catalog;
-    ValueError naming a column the table does not have."""
+def table_columns(conn: psycopg.Connection, table: str) -> dict[str, int]:
+    """Column name -> type oid of ``table``, from the database's catalog (one query; a
+    transaction it opened on an idle connection is ended again)."""
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     have: dict[str, int] = dict(conn.execute("SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-                             "AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
+                                             "AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
     if idle and not conn.autocommit:
-        conn.rollback()   # end the transaction the query opened (each batch is a transaction of its own)
+        conn.rollback()   # each batch is a transaction of its own
+    return have
+
+
+def catalog_types(have: dict[str, int], table: str, columns: Sequence[str]) -> list[int]:
+    """The type (oid) of each of ``columns`` (``have``: :func:`table_columns`); ValueError
+    naming a column the table does not have."""
     missing = [c for c in columns if c not in have]
     if missing:
         raise ValueError(f"table {table} has no column {missing[0]!r}")
@@ -90,12 +96,13 @@ class ResultWriter:
             self._conn = db.connect() if isinstance(db, Database) else db
         self.table = table
         self.columns = list(columns)
+        in_shard = self._db is not None and shard.current() is not None
+        # the catalog, read once: the column types, and whether the table has shard_id
+        have = table_columns(self._conn, table) if types == "catalog" or in_shard else {}
         self.types: Optional[list[str | int]] = (
-            list(catalog_types(self._conn, table, self.columns)) if types == "catalog" else list(types) if types else None)
+            list(catalog_types(have, table, self.columns)) if types == "catalog" else list(types) if types else None)
         self._stamp = None   # shard mode: this shard's job_shard.id, appended to each row as shard_id
-        if self._db is not None and shard.current() is not None and "shard_id" not in self.columns and \
-                self._conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = "
-                                   "'shard_id' AND NOT attisdropped", (table,)).fetchone():
+        if in_shard and self._db is not None and "shard_id" not in self.columns and "shard_id" in have:
             self._stamp = shard.row_id(self._db.dsn)
             self.columns.append("shard_id")
             if self.types:
