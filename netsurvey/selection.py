@@ -66,7 +66,10 @@ def _address_port(text: str, spelling: TargetSpelling, spec: str, port: Optional
         elif text.count(":") == 1:
             addr, _, port_s = text.partition(":")
     try:
-        canonical = str(ipaddress.ip_address(addr.strip("[] ") if port_s is None else addr))
+        bare = addr.strip()
+        if port_s is None and bare.startswith("[") and bare.endswith("]"):
+            bare = bare[1:-1]   # [V6] without a port; a lone bracket is no address
+        canonical = str(ipaddress.ip_address(bare if port_s is None else addr))
     except ValueError:
         return None, None
     if port_s is not None:

@@ -7,6 +7,7 @@ from typing import Any, List, Mapping, Optional
 
 import typer
 
+from netsurvey.clictx import list_db
 from netsurvey.errors import UsageError
 from netsurvey.measure import measurement, text_summary
 from netsurvey.options import (
@@ -165,6 +166,13 @@ def register(app: typer.Typer, scan_app: typer.Typer) -> None:
 
         if family not in (4, 6):
             raise UsageError("--family must be 4 or 6")
+        if merge:   # groups from runs that exist: a made-up id would record a run of nothing
+            with list_db().connect() as conn:
+                have = {r[0] for r in conn.execute("SELECT id FROM scan_run WHERE id = ANY(%s) AND kind = 'tls-shared'",
+                                                   ([m for m in merge if 0 < m < 2**63],))}
+            missing = [m for m in merge if m not in have]
+            if missing:
+                raise UsageError(f"--merge {missing[0]}: no tls-shared run has that id")
         group_map = read_groups(groups) if groups else None
         if group_map is not None:
             hosts: list[tuple[Optional[int], str, Optional[str]]]

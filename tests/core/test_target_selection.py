@@ -112,6 +112,9 @@ def test_ipv6_literal_with_port():
     ("198.18.0.1", ADDR_PORT, None, "--target '198.18.0.1': expected ADDRESS:PORT"),
     ("a.test:80", ADDR_PORT, None, "expected ADDRESS:PORT"),
     ("-bad-.test", DNS, 53, "--name '-bad-.test': invalid label"),
+    ("2001:2::1]", QUIC, 443, "invalid label"),     # a lone bracket is no address
+    ("[2001:2::1", QUIC, 443, "invalid label"),
+    ("x.test@[2001:2::1", QUIC, 443, "is not an IP address"),
 ])
 def test_bad_specs_name_the_value_and_the_reason(spec, spelling, port, message):
     with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("(", r"\(")):

@@ -114,7 +114,9 @@ def test_bad_input_is_one_line_exit_2(db):
                  ["scan", "tls"],
                  ["scan", "tls", "--target", "a.test", "--tls13-request", "POST"],
                  ["scan", "tls-lifetime", "--target", "a.test", "--max-age", "5", "--step", "10"],
-                 ["scan", "tls-shared", "--target", "a.test", "--family", "5"]):
+                 ["scan", "tls-shared", "--target", "a.test", "--family", "5"],
+                 ["scan", "tls-shared", "--target", "a.test=198.18.2.20", "--merge", "999999"],   # no such run
+                 ["scan", "tls-shared", "--target", "a.test=198.18.2.20", "--merge", "-1"]):
         p = run_cli(*args, dsn=db.dsn)
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
